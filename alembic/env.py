@@ -1,0 +1,44 @@
+"""Alembic environment. ``jobq migrate`` (app/store/migrate.py) hands in a connection that
+already holds the migration advisory lock; plain ``alembic`` use builds its own from
+JOBQ_DATABASE_URL."""
+
+from __future__ import annotations
+
+import os
+
+from sqlalchemy import create_engine, pool
+
+from alembic import context
+from app.store.tables import metadata
+
+config = context.config
+target_metadata = metadata
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=metadata,
+                      literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        context.configure(connection=connection, target_metadata=metadata)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    url = config.get_main_option("sqlalchemy.url") or os.environ["JOBQ_DATABASE_URL"]
+    url = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    engine = create_engine(url, poolclass=pool.NullPool)
+    with engine.connect() as conn:
+        context.configure(connection=conn, target_metadata=metadata)
+        with context.begin_transaction():
+            context.run_migrations()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,1 @@
+"""HTTP: routes, request/response schemas, problem+json. ``create_app`` wires everything."""

@@ -1,0 +1,80 @@
+"""create_app: the one place that wires concrete pieces together."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from app.api import problems
+from app.api.limits import BodyLimit
+from app.api.routes import health, jobs, leases, queues
+from app.core.context import Context
+from app.core.reaper import run_reaper
+from app.settings import Settings
+from app.store.db import Database
+from app.store.notify import Wakeups
+
+log = logging.getLogger("jobq.api")
+
+DESCRIPTION = """
+A durable job queue over HTTP, on PostgreSQL. Producers enqueue with `POST /v1/jobs`;
+workers claim with bounded leases from `/v1/leases`, heartbeat, ack or fail.
+
+Every 2xx that says a job was accepted means it is committed. Every 4xx and 5xx is
+`application/problem+json` (RFC 9457) with a `code`. Durations are integers in
+milliseconds (`*_ms`), times RFC 3339 in UTC, ids opaque strings.
+
+Where the contract is silent: queues named in one claim are tried in the order given
+(Faktory's strict order); `completed_at` is set when a job reaches any final status
+(`completed`, `dead`, `cancelled`); lease lengths are 100 ms to 1 day; priorities are
+32-bit integers; an empty body is accepted wherever every field is optional.
+"""
+
+
+def _operation_id(route: APIRoute) -> str:
+    # Pinned to the handler's name, so the committed OpenAPI document only changes when an
+    # endpoint does.
+    return route.name
+
+
+def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
+    """The ASGI app. ``database_url`` (libpq form) overrides ``settings.database_url``, for
+    callers that started an embedded server."""
+    url = database_url or settings.libpq_url
+    db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
+                  retry_after_s=settings.retry_after_s)
+    ctx = Context(db=db, wakeups=Wakeups(url))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await db.open(wait=False)
+        await ctx.wakeups.start()
+        reaper = asyncio.create_task(run_reaper(ctx, settings.reap_interval_s), name="jobq-reaper")
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+            await ctx.wakeups.stop()
+            await db.close()
+
+    app = FastAPI(
+        title="jobq",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    app.state.ctx = ctx
+    app.state.settings = settings
+    problems.install(app)
+    for module in (jobs, leases, queues, health):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app

@@ -1,0 +1,106 @@
+"""problem+json (RFC 9457): the one table from errors to answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from app.domain import errors as e
+
+PROBLEM = "application/problem+json"
+TYPE_BASE = "https://jobq.dev/problems/"
+
+# error class -> (status, code, title)
+TABLE: dict[type[e.JobqError], tuple[int, str, str]] = {
+    e.NotFound: (404, "not_found", "Not found"),
+    e.LeaseLost: (409, "lease_lost", "Lease lost"),
+    e.InvalidState: (409, "invalid_state", "Invalid state"),
+    e.IdempotencyConflict: (409, "idempotency_conflict", "Idempotency conflict"),
+    e.QueueFull: (429, "queue_full", "Queue full"),
+    e.Unauthorized: (401, "unauthorized", "Unauthorized"),
+    e.Forbidden: (403, "forbidden", "Forbidden"),
+    e.InvalidInput: (422, "validation_error", "Validation error"),
+    e.Unavailable: (503, "unavailable", "Service unavailable"),
+}
+
+# Plain HTTP errors raised by Starlette itself (unknown route, wrong method, ...).
+HTTP_CODES: dict[int, tuple[str, str]] = {
+    400: ("validation_error", "Bad request"),
+    401: ("unauthorized", "Unauthorized"),
+    403: ("forbidden", "Forbidden"),
+    404: ("not_found", "Not found"),
+    405: ("method_not_allowed", "Method not allowed"),
+    413: ("payload_too_large", "Payload too large"),
+    415: ("validation_error", "Unsupported media type"),
+}
+
+
+def problem(
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> Response:
+    body = {"type": TYPE_BASE + code, "title": title, "status": status, "detail": detail,
+            "code": code, **extra}
+    return Response(orjson.dumps(body), status_code=status, media_type=PROBLEM, headers=headers)
+
+
+def _loc(loc: tuple[Any, ...] | list[Any]) -> list[str | int]:
+    return [p if isinstance(p, int) else str(p) for p in loc]
+
+
+def validation_problem(errors: list[dict[str, Any]]) -> Response:
+    items = [{"loc": _loc(err.get("loc", ())), "msg": str(err.get("msg", "invalid"))}
+             for err in errors]
+    detail = "; ".join(f"{'.'.join(map(str, i['loc']))}: {i['msg']}" for i in items[:5])
+    return problem(422, "validation_error", "Validation error", detail or "invalid request",
+                   errors=items)
+
+
+def from_error(exc: e.JobqError) -> Response:
+    status, code, title = TABLE.get(type(exc), (500, "internal", "Internal error"))
+    headers: dict[str, str] | None = None
+    if isinstance(exc, (e.QueueFull, e.Unavailable)):
+        headers = {"Retry-After": str(exc.retry_after_s)}
+    if isinstance(exc, e.InvalidInput):
+        return problem(status, code, title, exc.detail,
+                       errors=[{"loc": _loc(exc.loc or ["body"]), "msg": exc.detail}])
+    return problem(status, code, title, exc.detail, headers=headers)
+
+
+def install(app: FastAPI) -> None:
+    async def on_jobq_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, e.JobqError)
+        return from_error(exc)
+
+    async def on_validation(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, (RequestValidationError, ValidationError))
+        return validation_problem(list(exc.errors()))
+
+    async def on_http(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code, title = HTTP_CODES.get(exc.status_code, ("validation_error", "Bad request"))
+        if exc.status_code >= 500:
+            code, title = "unavailable", "Service unavailable"
+        detail = exc.detail if isinstance(exc.detail, str) else title
+        return problem(exc.status_code, code, title, detail, headers=exc.headers)
+
+    async def on_unexpected(_: Request, exc: Exception) -> Response:
+        # A bug of ours. Still problem+json, and logged with its traceback by Starlette.
+        return problem(500, "internal", "Internal error", "an unexpected error occurred")
+
+    app.add_exception_handler(e.JobqError, on_jobq_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(ValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_unexpected)

@@ -1,0 +1,28 @@
+"""Probes: /healthz (the process is up) and /readyz (database reachable, schema current)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from starlette.responses import Response
+
+from app.api import render
+from app.api.deps import context
+from app.core.context import Context
+from app.domain.errors import Unavailable
+from app.store.migrate import head_revision
+
+router = APIRouter(tags=["health"])
+_HEAD = head_revision()
+
+
+@router.get("/healthz", summary="Liveness")
+async def healthz() -> Response:
+    return render.json_response({"status": "ok"})
+
+
+@router.get("/readyz", summary="Readiness", responses={503: {"description": "`unavailable`"}})
+async def readyz(ctx: Context = Depends(context)) -> Response:
+    current = await ctx.schema_revision()
+    if current != _HEAD:
+        raise Unavailable(f"schema is at {current}, the code needs {_HEAD}", ctx.db.retry_after_s)
+    return render.json_response({"status": "ready", "schema": current})

@@ -1,0 +1,69 @@
+"""Producers and operators: /v1/jobs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from starlette.responses import Response
+
+from app.api import render
+from app.api.deps import context
+from app.api.schemas import JobBatchCreate, JobBatchPublic, JobCreate, JobPublic
+from app.core import enqueue as enq
+from app.core import jobs as core_jobs
+from app.core.context import Context
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+_ENQUEUE_RESPONSES = {
+    200: {"model": JobPublic, "description": "idempotent replay: the existing job, nothing new"},
+    409: {"description": "`idempotency_conflict`: the key names a job with another type or payload"},
+    422: {"description": "`validation_error`"},
+    429: {"description": "`queue_full`, with `Retry-After` in whole seconds; nothing enqueued"},
+}
+
+
+@router.post("", status_code=201, response_model=JobPublic, responses=_ENQUEUE_RESPONSES,
+             summary="Enqueue one job")
+async def create_job(body: JobCreate, ctx: Context = Depends(context)) -> Response:
+    """Committed before the answer. `delay_ms` or `run_at` (not both) delay the job; a
+    `run_at` in the past makes it visible at once. A queue at or above its `max_depth` of
+    waiting (`pending` + `failed`) jobs answers 429. With concurrent producers the depth
+    check reads committed counts, so the limit may be passed by at most the number of
+    enqueues in flight at that moment."""
+    out = await enq.enqueue(ctx, body.to_domain())
+    job = render.job(out.job)
+    if not out.created:
+        return render.json_response(job, 200)
+    return render.json_response(job, 201, {"Location": f"/v1/jobs/{job['id']}"})
+
+
+@router.post("/batch", status_code=201, response_model=JobBatchPublic,
+             responses={429: {"description": "`queue_full`: a target queue would pass max_depth"}},
+             summary="Enqueue up to 1000 jobs, all or nothing")
+async def create_jobs(body: JobBatchCreate, ctx: Context = Depends(context)) -> Response:
+    """One transaction. Jobs come back in request order; an idempotent replay comes back as
+    the existing job, and two jobs of one batch with the same key in the same queue are one
+    job. A 409 for any conflicting key, or a 429, enqueues nothing."""
+    outs = await enq.enqueue_many(ctx, [j.to_domain() for j in body.jobs])
+    return render.json_response({"jobs": [render.job(o.job) for o in outs]}, 201)
+
+
+@router.get("/{job_id}", response_model=JobPublic, summary="Read a job")
+async def get_job(job_id: str, ctx: Context = Depends(context)) -> Response:
+    return render.json_response(render.job(await core_jobs.get(ctx, job_id)))
+
+
+@router.post("/{job_id}/cancel", response_model=JobPublic, summary="Cancel a job",
+             responses={409: {"description": "`invalid_state`: the job has finished"}})
+async def cancel_job(job_id: str, ctx: Context = Depends(context)) -> Response:
+    """A waiting job becomes `cancelled`; so does a running one, whose lease dies: its
+    worker's next heartbeat, ack or fail answers `409 lease_lost`."""
+    return render.json_response(render.job(await core_jobs.cancel(ctx, job_id)))
+
+
+@router.post("/{job_id}/retry", response_model=JobPublic, summary="Retry a job now",
+             responses={409: {"description": "`invalid_state`: not dead, cancelled or failed"}})
+async def retry_job(job_id: str, ctx: Context = Depends(context)) -> Response:
+    """A `dead`, `cancelled` or `failed` job goes back to `pending`, visible now, `attempt`
+    reset to 0 and `errors` kept. Old lease ids stay dead."""
+    return render.json_response(render.job(await core_jobs.retry(ctx, job_id)))

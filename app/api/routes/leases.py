@@ -1,0 +1,88 @@
+"""Workers: /v1/leases."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Body, Depends
+from starlette.responses import Response
+
+from app.api import render
+from app.api.deps import context
+from app.api.schemas import (
+    AckBody,
+    AckManyBody,
+    AckManyPublic,
+    ClaimBody,
+    FailBody,
+    HeartbeatBody,
+    HeartbeatPublic,
+    JobPublic,
+    LeaseList,
+)
+from app.core import leases as core
+from app.core.context import Context
+from app.domain.jobs import Failure
+
+router = APIRouter(prefix="/v1/leases", tags=["leases"])
+
+_LOST = {409: {"description": "`lease_lost`: the lease is no longer held; nothing changed"},
+         404: {"description": "`not_found`: no such lease"}}
+
+
+@router.post("", response_model=LeaseList, summary="Claim jobs")
+async def claim(body: ClaimBody, ctx: Context = Depends(context)) -> Response:
+    """Leases up to `limit` claimable jobs. Queues are tried in the order listed, as
+    Faktory's fetch does: a later queue only fills what the earlier ones left. Within a
+    queue: `priority` descending, then `visible_at`, then creation. With `wait_ms`, waits
+    (woken by LISTEN/NOTIFY) until at least one job is claimed or the time is up. Paused
+    queues hand out nothing; a queue with `max_running` never has more running jobs."""
+    leases = await core.claim(ctx, body.to_domain())
+    return render.json_response({
+        "leases": [
+            {"lease_id": le.lease_id, "locked_until": le.locked_until, "job": render.job(le.job)}
+            for le in leases
+        ]
+    })
+
+
+@router.post("/ack", response_model=AckManyPublic, summary="Ack many leases")
+async def ack_many(body: AckManyBody, ctx: Context = Depends(context)) -> Response:
+    """Each lease is answered on its own, in request order: one lost lease does not fail
+    the others."""
+    outcomes = await core.ack_many(ctx, [(a.lease_id, a.result) for a in body.acks])
+    results = [
+        {"lease_id": o.lease_id, "ok": True} if o.ok
+        else {"lease_id": o.lease_id, "ok": False, "code": o.code}
+        for o in outcomes
+    ]
+    return render.json_response({"results": results})
+
+
+@router.post("/{lease_id}/heartbeat", response_model=HeartbeatPublic, responses=_LOST,
+             summary="Extend a lease")
+async def heartbeat(lease_id: str, body: HeartbeatBody | None = Body(default=None),
+                    ctx: Context = Depends(context)) -> Response:
+    """`locked_until` becomes now + `extend_ms` (default: the lease's length). A lease past
+    its `locked_until` can no longer be extended."""
+    extend = body.extend_ms if body else None
+    return render.json_response({"locked_until": await core.heartbeat(ctx, lease_id, extend)})
+
+
+@router.post("/{lease_id}/ack", response_model=JobPublic, responses=_LOST,
+             summary="Complete a job")
+async def ack(lease_id: str, body: AckBody | None = Body(default=None),
+              ctx: Context = Depends(context)) -> Response:
+    """The job becomes `completed` with `result`. A lease past its end whose expiry the
+    service has not processed yet (at most 1 s) is still held, so a late ack succeeds."""
+    row = await core.ack(ctx, lease_id, body.result if body else None)
+    return render.json_response(render.job(row))
+
+
+@router.post("/{lease_id}/fail", response_model=JobPublic, responses=_LOST,
+             summary="Report a failed attempt")
+async def fail(lease_id: str, body: FailBody | None = Body(default=None),
+               ctx: Context = Depends(context)) -> Response:
+    """Retries after `min(backoff_base_ms × 2^(attempt−1), backoff_max_ms) × (1 + j)`, `j`
+    in [0, 0.1), or after `retry_in_ms`; `retry: false` or no attempts left: `dead`."""
+    body = body or FailBody()
+    row = await core.fail(ctx, lease_id, Failure(body.error, body.retry, body.retry_in_ms))
+    return render.json_response(render.job(row))

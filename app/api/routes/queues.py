@@ -1,0 +1,34 @@
+"""Operators: /v1/queues."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Path
+from starlette.responses import Response
+
+from app.api import render
+from app.api.deps import context
+from app.api.schemas import QueueList, QueueName, QueuePublic, QueueSettingsPatch
+from app.core import queues as core
+from app.core.context import Context
+
+router = APIRouter(prefix="/v1/queues", tags=["queues"])
+
+
+@router.get("", response_model=QueueList, summary="List queues")
+async def list_queues(ctx: Context = Depends(context)) -> Response:
+    """Counts come from counters kept by triggers, not from counting rows, so this stays
+    fast however many finished jobs the table holds."""
+    return render.json_response({"queues": await core.list_queues(ctx)})
+
+
+@router.get("/{name}", response_model=QueuePublic, summary="Read a queue")
+async def get_queue(name: QueueName = Path(), ctx: Context = Depends(context)) -> Response:
+    return render.json_response(await core.get_queue(ctx, name))
+
+
+@router.patch("/{name}", response_model=QueuePublic, summary="Change a queue's settings")
+async def patch_queue(body: QueueSettingsPatch, name: QueueName = Path(),
+                      ctx: Context = Depends(context)) -> Response:
+    """Only the settings given change. A queue that does not exist yet is created with the
+    defaults first. Running caps and pauses apply to claims within 1 s on every replica."""
+    return render.json_response(await core.update_queue(ctx, name, body.changes()))

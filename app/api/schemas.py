@@ -1,0 +1,205 @@
+"""Request and response bodies. Requests refuse unknown fields; responses document the shapes
+that ``app.api.render`` writes (handlers return bytes, not these models, on the hot path)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from app.domain import jobs as d
+
+MAX_INT32 = 2**31 - 1
+TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000
+DAY_MS = 24 * 3600 * 1000
+
+QueueName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"),
+    Field(description="1 to 128 of letters, digits and _ . : - (starting with a letter or digit)",
+          examples=["default"]),
+]
+Text255 = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00]*$")]
+Priority = Annotated[int, Field(ge=-MAX_INT32, le=MAX_INT32, description="higher runs first")]
+LeaseMs = Annotated[int, Field(ge=100, le=DAY_MS, description="lease length, 100 ms to 1 day")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobCreate(Strict):
+    type: Text255 = Field(examples=["email.welcome"])
+    payload: dict[str, Any] = Field(default_factory=dict)
+    queue: QueueName = d.DEFAULT_QUEUE
+    priority: Priority = 0
+    delay_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
+    run_at: AwareDatetime | None = Field(default=None, description="RFC 3339 with an offset")
+    max_attempts: Annotated[int, Field(ge=1, le=10_000)] | None = Field(
+        default=None, description="default: the queue's max_attempts")
+    idempotency_key: Text255 | None = None
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> JobCreate:
+        if self.delay_ms is not None and self.run_at is not None:
+            raise ValueError("give one of delay_ms and run_at, not both")
+        return self
+
+    def to_domain(self) -> d.NewJob:
+        return d.NewJob(
+            type=self.type, payload=self.payload, queue=self.queue, priority=self.priority,
+            delay_ms=self.delay_ms, run_at=self.run_at, max_attempts=self.max_attempts,
+            idempotency_key=self.idempotency_key,
+        )
+
+
+class JobBatchCreate(Strict):
+    jobs: Annotated[list[JobCreate], Field(min_length=1, max_length=d.MAX_BATCH)]
+
+
+class JobError(BaseModel):
+    attempt: int
+    at: datetime
+    error: str
+    kind: Literal["failed", "lease_expired"]
+
+
+class JobPublic(BaseModel):
+    id: str
+    queue: str
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    status: d.JobStatus
+    attempt: int
+    max_attempts: int
+    idempotency_key: str | None
+    created_at: datetime
+    visible_at: datetime
+    locked_until: datetime | None
+    worker_id: str | None
+    completed_at: datetime | None = Field(description="when the job reached a final status")
+    last_error: str | None
+    errors: list[JobError]
+    result: Any = None
+
+
+class JobBatchPublic(BaseModel):
+    jobs: list[JobPublic]
+
+
+class JobPage(BaseModel):
+    jobs: list[JobPublic]
+    next_cursor: str | None
+
+
+class ClaimBody(Strict):
+    worker_id: Text255
+    queues: Annotated[list[QueueName], Field(min_length=1, max_length=100)]
+    types: Annotated[list[Text255], Field(min_length=1, max_length=1000)] | None = None
+    limit: Annotated[int, Field(ge=1, le=d.MAX_BATCH)] = 1
+    lease_ms: LeaseMs | None = None
+    wait_ms: Annotated[int, Field(ge=0, le=d.MAX_WAIT_MS)] = 0
+
+    def to_domain(self) -> d.ClaimRequest:
+        return d.ClaimRequest(
+            worker_id=self.worker_id, queues=list(dict.fromkeys(self.queues)),
+            types=self.types, limit=self.limit, lease_ms=self.lease_ms, wait_ms=self.wait_ms,
+        )
+
+
+class LeasePublic(BaseModel):
+    lease_id: str
+    locked_until: datetime
+    job: JobPublic
+
+
+class LeaseList(BaseModel):
+    leases: list[LeasePublic]
+
+
+class HeartbeatBody(Strict):
+    extend_ms: LeaseMs | None = None
+
+
+class HeartbeatPublic(BaseModel):
+    locked_until: datetime
+
+
+class AckBody(Strict):
+    result: Any = None
+
+
+class AckItem(Strict):
+    lease_id: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    result: Any = None
+
+
+class AckManyBody(Strict):
+    acks: Annotated[list[AckItem], Field(min_length=1, max_length=d.MAX_BATCH)]
+
+
+class AckResult(BaseModel):
+    lease_id: str
+    ok: bool
+    code: Literal["lease_lost", "not_found"] | None = None
+
+
+class AckManyPublic(BaseModel):
+    results: list[AckResult]
+
+
+class FailBody(Strict):
+    error: Annotated[str, StringConstraints(max_length=65_536)] = ""
+    retry: bool = True
+    retry_in_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
+
+
+class QueueSettings(BaseModel):
+    max_depth: int | None
+    paused: bool
+    lease_ms: int
+    max_attempts: int
+    backoff_base_ms: int
+    backoff_max_ms: int
+    max_lease_expiries: int
+    aging_ms: int | None
+    max_running: int | None
+
+
+class QueueSettingsPatch(Strict):
+    max_depth: Annotated[int, Field(ge=0, le=2**62)] | None = None
+    paused: bool | None = None
+    lease_ms: LeaseMs | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    backoff_base_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
+    backoff_max_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
+    max_lease_expiries: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    aging_ms: Annotated[int, Field(ge=1, le=TEN_YEARS_MS)] | None = None
+    max_running: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+
+    # Settings that may be null mean "no limit"/"off" there; the others may not be null.
+    NULLABLE: ClassVar[frozenset[str]] = frozenset({"max_depth", "aging_ms", "max_running"})
+
+    @model_validator(mode="after")
+    def _nulls(self) -> QueueSettingsPatch:
+        for name in self.model_fields_set:
+            if getattr(self, name) is None and name not in self.NULLABLE:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.model_fields_set}
+
+
+class QueuePublic(BaseModel):
+    name: str
+    settings: QueueSettings
+    counts: dict[str, int]
+    waiting_by_type: dict[str, int]
+    oldest_waiting_ms: int | None
+
+
+class QueueList(BaseModel):
+    queues: list[QueuePublic]

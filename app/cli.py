@@ -1,0 +1,132 @@
+"""The ``jobq`` command: serve, migrate, and the operator and worker commands."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import signal
+import sys
+from contextlib import ExitStack
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="jobq: a durable job queue over HTTP, on PostgreSQL.",
+                  no_args_is_help=True, add_completion=False)
+
+log = logging.getLogger("jobq")
+
+
+def _settings():  # type: ignore[no-untyped-def]
+    from pydantic import ValidationError
+
+    from app.settings import Settings
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        for err in exc.errors():
+            name = "JOBQ_" + "_".join(str(p) for p in err["loc"]).upper()
+            typer.echo(f"jobq: {name}: {err['msg']}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _database(stack: ExitStack, settings) -> str:  # type: ignore[no-untyped-def]
+    """The libpq URL to use: JOBQ_DATABASE_URL, or an embedded server started for us."""
+    if settings.database_url:
+        return settings.libpq_url
+    from app.store.embedded import EmbeddedPostgres, EmbeddedUnavailable
+
+    try:
+        server = EmbeddedPostgres(settings.data_dir / "pgdata")
+        server.start()
+    except EmbeddedUnavailable as exc:
+        typer.echo(f"jobq: {exc}", err=True)
+        raise typer.Exit(2) from None
+    stack.callback(server.stop)
+    typer.echo(f"jobq: embedded PostgreSQL under {settings.data_dir}/ (set JOBQ_DATABASE_URL "
+               "to use your own)", err=True)
+    return server.url
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _setup_logging(settings) -> None:  # type: ignore[no-untyped-def]
+    from app.logs import configure
+
+    configure(settings.log_format, settings.log_level)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="address to bind (default JOBQ_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default JOBQ_PORT, 8000)")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="uvicorn worker processes")] = 1,
+    insecure: Annotated[bool, typer.Option(help="bind a public address with no tokens")] = False,
+) -> None:
+    """Apply pending migrations, then serve the API."""
+    import uvicorn
+
+    from app.store.migrate import migrate
+
+    settings = _settings()
+    _setup_logging(settings)
+    bind_host = host or settings.host
+    bind_port = port if port is not None else settings.port
+    secured = bool(settings.admin_token)
+    if not secured and not _is_loopback(bind_host) and not insecure:
+        typer.echo(f"jobq: refusing to bind {bind_host} with no access tokens; create a token, "
+                   "set JOBQ_ADMIN_TOKEN, or pass --insecure", err=True)
+        raise typer.Exit(2)
+    if not secured:
+        typer.echo(f"jobq: local mode (no access tokens): serving on {bind_host} only", err=True)
+
+    with ExitStack() as stack:
+        url = _database(stack, settings)
+        migrate(url)
+        # uvicorn re-raises SIGTERM once it has shut down, with the handler that was there
+        # before it started: make that one a no-op so our ExitStack (the embedded server's
+        # stop) still runs, and the process exits 0.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: None)
+        os.environ["JOBQ_DATABASE_URL"] = url  # for uvicorn's worker processes
+        uvicorn.run(
+            "app.api.main:app",
+            factory=True,
+            host=bind_host,
+            port=bind_port,
+            workers=workers,
+            loop="auto",
+            http="auto",
+            log_level=settings.log_level.lower(),
+            access_log=False,
+            lifespan="on",
+        )
+
+
+@app.command("migrate")
+def migrate_cmd() -> None:
+    """Apply pending migrations and exit."""
+    from app.store.migrate import migrate
+
+    settings = _settings()
+    _setup_logging(settings)
+    with ExitStack() as stack:
+        migrate(_database(stack, settings))
+    typer.echo("jobq: schema is up to date")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""What every core operation needs: the database, the wakeup switchboard, the event sink."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from app.core.events import Events
+from app.store.db import Database
+from app.store.notify import Wakeups
+from app.store.queries import Q
+
+CAPS_TTL_S = 1.0
+
+
+@dataclass
+class Context:
+    db: Database
+    wakeups: Wakeups
+    events: Events = field(default_factory=Events)
+    # Queues never disappear, so once a queue row is known to exist this process can skip
+    # the upsert that creates it.
+    known_queues: set[str] = field(default_factory=set)
+    # max_running per queue, re-read at most every CAPS_TTL_S: a capped queue's claims take a
+    # lock and count, an uncapped one's do not, and a cap set elsewhere applies within the TTL.
+    capped_queues: dict[str, int | None] = field(default_factory=dict)
+    _caps_read_at: dict[str, float] = field(default_factory=dict)
+
+    async def ensure_queues(self, names: list[str]) -> None:
+        missing = [n for n in dict.fromkeys(names) if n not in self.known_queues]
+        if not missing:
+            return
+        async with self.db.connection() as conn:
+            for name in sorted(missing):
+                await conn.execute(Q.QueueEnsure, {"queue": name})
+        self.known_queues.update(missing)
+
+    async def refresh_caps(self, names: list[str]) -> None:
+        now = time.monotonic()
+        stale = [n for n in names if now - self._caps_read_at.get(n, -CAPS_TTL_S) >= CAPS_TTL_S]
+        if not stale:
+            return
+        rows = await self.db.fetch(Q.QueueCaps, {"queues": stale})
+        for row in rows:
+            self.capped_queues[row["name"]] = row["max_running"]
+        for n in stale:
+            self._caps_read_at[n] = now
+
+    def forget_caps(self, name: str) -> None:
+        self._caps_read_at.pop(name, None)
+
+    async def schema_revision(self) -> str | None:
+        return await self.db.schema_revision()

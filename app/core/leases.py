@@ -1,0 +1,196 @@
+"""Workers: claim (with long-poll), heartbeat, ack, batch ack, fail.
+
+Every write that a lease guards is conditional on the lease's token and the job still
+running, in the statement itself: a stale lease changes nothing, and we only then look up
+whether it was lost or never existed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from app.core.context import Context
+from app.domain.errors import LeaseLost, NotFound
+from app.domain.jobs import ClaimRequest, Failure, JobStatus
+from app.domain.leases import LeaseRef, parse_lease_id
+from app.domain.retry import JITTER
+from app.store.db import Row, dumps_json
+from app.store.queries import Q
+
+# An idle long-poll re-checks the table at least this often, in case a NOTIFY was lost
+# (another process died between its commit and its NOTIFY). It is a safety net, not the
+# mechanism: wakeups come from NOTIFY and from the next delayed job's visible_at.
+SAFETY_RECHECK_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    lease_id: str
+    locked_until: datetime
+    job: Row
+
+
+def _lease_of(row: Row) -> Lease:
+    return Lease(str(LeaseRef(row["id"], row["lease_token"])), row["locked_until"], row)
+
+
+async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) -> list[Row]:
+    params: dict[str, Any] = {
+        "queue": queue,
+        "types": req.types,
+        "limit": limit,
+        "lease_ms": req.lease_ms,
+        "worker_id": req.worker_id,
+    }
+    if ctx.capped_queues.get(queue) is None:
+        rows = await ctx.db.fetch(Q.JobClaim, params)
+        # The cap may have been set by another process since we looked; the claim is still
+        # correct for an uncapped queue, and capped ones are re-read below.
+        return rows
+    async with ctx.db.transaction() as conn:
+        await conn.execute(Q.QueueClaimLock, {"queue": queue})
+        cur = await conn.execute(Q.QueueRunningSlots, {"queue": queue})
+        slots_row = await cur.fetchone()
+        slots = slots_row["slots"] if slots_row and slots_row["slots"] is not None else limit
+        if slots <= 0:
+            return []
+        cur = await conn.execute(Q.JobClaim, params | {"limit": min(limit, slots)})
+        return await cur.fetchall()
+
+
+async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
+    """One pass over the queues in the order given (Faktory's strict order)."""
+    await ctx.refresh_caps(req.queues)
+    leases: list[Lease] = []
+    for queue in req.queues:
+        room = req.limit - len(leases)
+        if room <= 0:
+            break
+        rows = await _claim_queue(ctx, req, queue, room)
+        leases.extend(_lease_of(r) for r in rows)
+    if leases:
+        ctx.events.emit("claimed", (lease.job for lease in leases))
+    return leases
+
+
+async def claim(ctx: Context, req: ClaimRequest) -> list[Lease]:
+    """Claim, long-polling up to ``wait_ms`` for at least one job."""
+    await ctx.ensure_queues(req.queues)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.wait_ms / 1000
+    while True:
+        # Subscribe before looking, so a job enqueued between the look and the wait still
+        # rings the bell.
+        with ctx.wakeups.subscribe(req.queues) as waiter:
+            leases = await claim_once(ctx, req)
+            remaining = deadline - loop.time()
+            if leases or remaining <= 0:
+                return leases
+            row = await ctx.db.fetch_one(Q.QueueNextVisible, {"queues": req.queues})
+            sleep = min(remaining, SAFETY_RECHECK_S)
+            nxt = row["next_visible_at"] if row else None
+            if nxt is not None:
+                now = datetime.now(nxt.tzinfo)
+                sleep = min(sleep, max((nxt - now).total_seconds(), 0.0) + 0.001)
+            await waiter.wait(sleep)
+
+
+def _ref(lease_id: str) -> LeaseRef:
+    ref = parse_lease_id(lease_id)
+    if ref is None:
+        raise NotFound(f"lease {lease_id!r} does not exist")
+    return ref
+
+
+async def _why_not(ctx: Context, ref: LeaseRef, lease_id: str) -> Exception:
+    row = await ctx.db.fetch_one(Q.LeaseState, {"job_id": ref.job_id})
+    # Tokens only grow: one above the job's latest was never handed out for it.
+    if row is None or row["lease_token"] is None or ref.token > row["lease_token"]:
+        return NotFound(f"lease {lease_id!r} does not exist")
+    return LeaseLost(f"lease {lease_id!r} is no longer held")
+
+
+async def heartbeat(ctx: Context, lease_id: str, extend_ms: int | None) -> datetime:
+    ref = _ref(lease_id)
+    row = await ctx.db.fetch_one(
+        Q.LeaseHeartbeat, {"job_id": ref.job_id, "token": ref.token, "extend_ms": extend_ms}
+    )
+    if row is None:
+        raise await _why_not(ctx, ref, lease_id)
+    return row["locked_until"]
+
+
+async def ack(ctx: Context, lease_id: str, result: Any) -> Row:
+    ref = _ref(lease_id)
+    row = await ctx.db.fetch_one(
+        Q.LeaseAck,
+        {
+            "job_id": ref.job_id,
+            "token": ref.token,
+            "result": None if result is None else dumps_json(result),
+        },
+    )
+    if row is None:
+        raise await _why_not(ctx, ref, lease_id)
+    ctx.events.emit("completed", [row])
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class AckOutcome:
+    lease_id: str
+    ok: bool
+    code: str | None = None
+
+
+async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome]:
+    refs = [parse_lease_id(lease_id) for lease_id, _ in acks]
+    body = [
+        {"job_id": ref.job_id, "token": ref.token, "result": result}
+        for ref, (_, result) in zip(refs, acks, strict=True)
+        if ref is not None
+    ]
+    won: set[tuple[int, int]] = set()
+    if body:
+        rows = await ctx.db.fetch(Q.LeaseAckMany, {"acks": dumps_json(body)})
+        won = {(r["id"], r["lease_token"]) for r in rows}
+        ctx.events.emit("completed", rows)
+    lost_ids = [ref.job_id for ref in refs if ref is not None and (ref.job_id, ref.token) not in won]
+    current: dict[int, int | None] = {}
+    if lost_ids:
+        rows = await ctx.db.fetch(Q.LeaseStateMany, {"job_ids": lost_ids})
+        current = {r["id"]: r["lease_token"] for r in rows}
+    outcomes: list[AckOutcome] = []
+    for ref, (lease_id, _) in zip(refs, acks, strict=True):
+        if ref is not None and (ref.job_id, ref.token) in won:
+            outcomes.append(AckOutcome(lease_id, True))
+            continue
+        latest = current.get(ref.job_id) if ref is not None else None
+        existed = ref is not None and latest is not None and ref.token <= latest
+        outcomes.append(AckOutcome(lease_id, False, "lease_lost" if existed else "not_found"))
+    return outcomes
+
+
+async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
+    ref = _ref(lease_id)
+    row = await ctx.db.fetch_one(
+        Q.LeaseFail,
+        {
+            "job_id": ref.job_id,
+            "token": ref.token,
+            "error": failure.error,
+            "retry": failure.retry,
+            "retry_in_ms": failure.retry_in_ms,
+            "jitter": JITTER * random.random(),
+        },
+    )
+    if row is None:
+        raise await _why_not(ctx, ref, lease_id)
+    ctx.events.emit("dead" if row["status"] == JobStatus.DEAD else "failed", [row])
+    if row["status"] == JobStatus.FAILED and failure.retry_in_ms == 0:
+        ctx.wakeups.publish([row["queue"]])
+    return row

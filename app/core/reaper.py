@@ -1,0 +1,40 @@
+"""Lease expiry. Every service process runs the reaper: the statement skips rows another
+reaper holds, so replicas share the work and none is special; if one dies, the others go on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from app.core.context import Context
+from app.domain.errors import JobqError
+from app.domain.jobs import JobStatus
+from app.store.queries import Q
+
+log = logging.getLogger("jobq.reaper")
+
+REAP_BATCH = 500
+
+
+async def reap_once(ctx: Context) -> int:
+    """Process up to one batch of expired leases; returns how many."""
+    rows = await ctx.db.fetch(Q.JobReapExpired, {"limit": REAP_BATCH})
+    if rows:
+        ctx.events.emit("lease_expired", rows)
+        dead = [r for r in rows if r["status"] == JobStatus.DEAD]
+        if dead:
+            ctx.events.emit("dead", dead)
+        ctx.wakeups.publish({r["queue"] for r in rows if r["status"] == JobStatus.PENDING})
+    return len(rows)
+
+
+async def run_reaper(ctx: Context, interval_s: float) -> None:
+    while True:
+        try:
+            while await reap_once(ctx) == REAP_BATCH:
+                pass  # a backlog: keep going without sleeping
+        except JobqError as exc:
+            log.warning("lease reaper: %s", exc.detail)
+        except Exception:  # never let the reaper die; the next round may succeed
+            log.exception("lease reaper failed")
+        await asyncio.sleep(interval_s)

@@ -1,0 +1,65 @@
+"""The one exception tree of the service. The API maps each class to problem+json in one table.
+
+    JobqError
+    ├── NotFound             job, lease or queue that does not exist
+    ├── LeaseLost            the lease is no longer held (expired and reclaimed, acked, cancelled)
+    ├── InvalidState         the job's status does not allow the operation
+    ├── IdempotencyConflict  same key in the queue, different type or payload
+    ├── QueueFull            the queue is at its max_depth
+    ├── Unauthorized         no token, or an unknown one
+    ├── Forbidden            the token's role or queue pattern does not allow the call
+    ├── InvalidInput         input that passed the schema but is still wrong (cron, timezone)
+    └── Unavailable          the database cannot be reached
+"""
+
+from __future__ import annotations
+
+
+class JobqError(Exception):
+    """Root of every error the service raises on purpose."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class NotFound(JobqError):
+    pass
+
+
+class LeaseLost(JobqError):
+    pass
+
+
+class InvalidState(JobqError):
+    pass
+
+
+class IdempotencyConflict(JobqError):
+    pass
+
+
+class QueueFull(JobqError):
+    def __init__(self, detail: str, retry_after_s: int = 1) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+
+class Unauthorized(JobqError):
+    pass
+
+
+class Forbidden(JobqError):
+    pass
+
+
+class InvalidInput(JobqError):
+    def __init__(self, detail: str, loc: list[str | int] | None = None) -> None:
+        super().__init__(detail)
+        self.loc = loc or []
+
+
+class Unavailable(JobqError):
+    def __init__(self, detail: str = "the database is unreachable", retry_after_s: int = 1) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s

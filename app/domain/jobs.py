@@ -1,0 +1,85 @@
+"""Job statuses and the defaults a queue springs into existence with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class JobStatus(StrEnum):
+    """Where a job is in its life. Stored as text in ``jobs.status``."""
+
+    PENDING = "pending"
+    """Waiting: new, delayed (``visible_at`` in the future) or released after a lease expiry."""
+    RUNNING = "running"
+    """Leased to a worker until ``locked_until``."""
+    FAILED = "failed"
+    """An attempt failed; a retry is scheduled at ``visible_at``."""
+    COMPLETED = "completed"
+    """Acked by a worker. Final."""
+    DEAD = "dead"
+    """In the dead-letter queue: retries exhausted, non-retryable, or a poison pill."""
+    CANCELLED = "cancelled"
+    """Cancelled by an operator. Final unless retried."""
+
+
+WAITING_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.FAILED})
+FINISHED_STATUSES: frozenset[JobStatus] = frozenset(
+    {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED}
+)
+RETRYABLE_STATUSES: frozenset[JobStatus] = frozenset(
+    {JobStatus.DEAD, JobStatus.CANCELLED, JobStatus.FAILED}
+)
+
+
+class ErrorKind(StrEnum):
+    """Why an entry was added to a job's ``errors`` history."""
+
+    FAILED = "failed"
+    LEASE_EXPIRED = "lease_expired"
+
+
+DEFAULT_QUEUE = "default"
+DEFAULT_LEASE_MS = 30_000
+DEFAULT_MAX_ATTEMPTS = 25
+DEFAULT_BACKOFF_BASE_MS = 1_000
+DEFAULT_BACKOFF_MAX_MS = 3_600_000
+DEFAULT_MAX_LEASE_EXPIRIES = 5
+
+MAX_BATCH = 1000
+MAX_WAIT_MS = 30_000
+MAX_LIST_LIMIT = 1000
+DEFAULT_LIST_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job as a producer asks for it, validated by the API."""
+
+    type: str
+    payload: dict[str, Any]
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
+    delay_ms: int | None = None
+    run_at: datetime | None = None
+    max_attempts: int | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    worker_id: str
+    queues: list[str]
+    types: list[str] | None = None
+    limit: int = 1
+    lease_ms: int | None = None
+    wait_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    error: str
+    retry: bool = True
+    retry_in_ms: int | None = None

@@ -1,0 +1,81 @@
+"""The one settings object, read from ``JOBQ_*`` environment variables and validated at start."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_POOL_SIZE = 10
+DEFAULT_DB_TIMEOUT_S = 5.0
+DEFAULT_REAP_INTERVAL_S = 0.5
+DEFAULT_RETRY_AFTER_S = 1
+
+
+class Settings(BaseSettings):
+    """Service configuration. Every field is ``JOBQ_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="JOBQ_", extra="ignore")
+
+    database_url: str | None = Field(
+        default=None,
+        description="postgresql://… of the database; unset starts an embedded server under data_dir",
+    )
+    data_dir: Path = Field(default=Path(".jobq"), description="home of the embedded PostgreSQL")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    pool_size: int = Field(default=DEFAULT_POOL_SIZE, ge=1, le=500)
+    db_timeout_s: float = Field(
+        default=DEFAULT_DB_TIMEOUT_S,
+        gt=0,
+        le=9,
+        description="longest wait for a connection or a statement before answering 503; the "
+        "contract wants every answer within 10 s",
+    )
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=1024)
+    reap_interval_s: float = Field(
+        default=DEFAULT_REAP_INTERVAL_S,
+        gt=0,
+        le=1,
+        description="how often expired leases are processed; the contract allows at most 1 s",
+    )
+    retry_after_s: int = Field(default=DEFAULT_RETRY_AFTER_S, ge=1, description="Retry-After on 429/503")
+    admin_token: str | None = None
+    log_format: Literal["json", "text"] = "text"
+    log_level: str = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            raise ValueError("JOBQ_DATABASE_URL must start with postgresql://")
+        return value
+
+    @model_validator(mode="after")
+    def _check_log_level(self) -> Settings:
+        if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise ValueError("JOBQ_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR")
+        self.log_level = self.log_level.upper()
+        return self
+
+    @property
+    def libpq_url(self) -> str:
+        """The URL in the form psycopg takes (no SQLAlchemy driver suffix)."""
+        if self.database_url is None:
+            raise RuntimeError("database_url is not set")
+        url = self.database_url
+        for prefix in ("postgresql+psycopg://", "postgres://"):
+            if url.startswith(prefix):
+                url = "postgresql://" + url[len(prefix) :]
+        return url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,132 @@
+"""The connection pool, and the one place where driver errors become domain errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+import psycopg.errors
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from app.domain.errors import InvalidInput, Unavailable
+
+log = logging.getLogger("jobq.store")
+
+Row = dict[str, Any]
+
+# Deadlocks and serialization failures are the database asking us to try again.
+_RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+_RETRIES = 3
+
+
+def dumps_json(value: Any) -> str:
+    """JSON text for a jsonb parameter. NaN and Infinity are not JSON: refuse them here, with
+    a 422, rather than let PostgreSQL refuse them later. ASCII escapes keep lone surrogates
+    visible to PostgreSQL, which rejects them (mapped to 422 by ``translate``)."""
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except ValueError as exc:
+        raise InvalidInput("JSON values must be finite numbers (no NaN or Infinity)") from exc
+
+
+class Database:
+    """An async psycopg pool with autocommit connections: a statement outside ``transaction``
+    commits on its own, which is what makes a 201 mean committed."""
+
+    def __init__(self, url: str, *, pool_size: int, timeout_s: float, retry_after_s: int) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self.retry_after_s = retry_after_s
+        self.pool = AsyncConnectionPool(
+            url,
+            min_size=min(2, pool_size),
+            max_size=pool_size,
+            open=False,
+            timeout=timeout_s,
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "connect_timeout": max(1, int(timeout_s)),
+                # Timestamps leave the database in UTC; a stuck statement cannot outlive the
+                # answer deadline.
+                "options": f"-c TimeZone=UTC -c statement_timeout={int(timeout_s * 1000)}",
+                "application_name": "jobq",
+            },
+            reconnect_timeout=0,  # keep trying to reconnect for ever while the database is away
+            name="jobq",
+        )
+
+    async def open(self, wait: bool = False) -> None:
+        await self.pool.open(wait=wait, timeout=self.timeout_s)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
+        with self.translate():
+            async with self.pool.connection(timeout=self.timeout_s) as conn:
+                yield conn
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
+        async with self.connection() as conn, conn.transaction():
+            yield conn
+
+    async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        for attempt in range(_RETRIES):
+            try:
+                async with self.connection() as conn:
+                    cur = await conn.execute(sql, params)
+                    return await cur.fetchall() if cur.description else []
+            except _RETRYABLE:
+                if attempt == _RETRIES - 1:
+                    raise
+                await asyncio.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    async def fetch_one(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
+        rows = await self.fetch(sql, params)
+        return rows[0] if rows else None
+
+    async def schema_revision(self) -> str | None:
+        """The Alembic revision the database is at; None before the first migration."""
+        try:
+            row = await self.fetch_one("SELECT version_num FROM alembic_version")
+        except psycopg.errors.UndefinedTable:
+            return None
+        return row["version_num"] if row else None
+
+    def translate(self) -> _Translate:
+        return _Translate(self.retry_after_s)
+
+
+class _Translate:
+    """Context manager turning driver errors into domain errors (sync and async ``with``)."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        self.retry_after_s = retry_after_s
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, psycopg.errors.DataError):
+            # Values PostgreSQL cannot store: NUL characters, unpaired surrogates, numbers out
+            # of range. The client sent them, so it is their 4xx.
+            raise InvalidInput(f"value not accepted by the database: {exc.diag.message_primary or exc}") from exc
+        if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
+            raise InvalidInput("value too large to store") from exc
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            raise Unavailable("the database did not answer in time", self.retry_after_s) from exc
+        if isinstance(exc, (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError)):
+            raise Unavailable("the database is unreachable", self.retry_after_s) from exc
+        return

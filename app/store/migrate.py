@@ -1,0 +1,79 @@
+"""Schema migrations: Alembic, under an advisory lock so that replicas starting together
+do not both migrate."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from sqlalchemy import create_engine, pool, text
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+log = logging.getLogger("jobq.migrate")
+
+# Any fixed 64-bit key will do; it only has to differ from our other advisory locks.
+MIGRATION_LOCK_KEY = 0x6A6F6271_0001  # "jobq" + 1
+
+
+def _script_location() -> Path:
+    # Editable installs and a checkout keep alembic/ beside app/.
+    here = Path(__file__).resolve().parent.parent.parent / "alembic"
+    if not (here / "env.py").exists():
+        raise RuntimeError(f"alembic scripts not found at {here}")
+    return here
+
+
+def sqlalchemy_url(libpq_url: str) -> str:
+    return libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def alembic_config(libpq_url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_script_location()))
+    # ConfigParser interpolation would choke on % in a URL.
+    cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(libpq_url).replace("%", "%%"))
+    return cfg
+
+
+def head_revision() -> str | None:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_script_location()))
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def migrate(libpq_url: str) -> None:
+    """Apply pending migrations. Safe to call from several processes at once."""
+    engine = create_engine(sqlalchemy_url(libpq_url), poolclass=pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+            try:
+                conn.commit()
+                cfg = alembic_config(libpq_url)
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                conn.commit()
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
+                conn.commit()
+    finally:
+        engine.dispose()
+    log.info("schema is at revision %s", head_revision())
+
+
+def current_revision_sql() -> str:
+    """The query /readyz uses to compare the database's revision with the code's head."""
+    return "SELECT version_num FROM alembic_version"
+
+
+def current_revision(libpq_url: str) -> str | None:
+    engine = create_engine(sqlalchemy_url(libpq_url), poolclass=pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        engine.dispose()

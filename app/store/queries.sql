@@ -1,0 +1,229 @@
+-- The statements that matter, named noun-first and reviewed as SQL.
+-- Loaded once by app/store/queries.py; each block starts with "-- name: X" and a one-line purpose.
+-- Parameters are psycopg named placeholders. Every statement here runs on PostgreSQL 14+.
+
+-- name: QueueEnsure
+-- Create a queue with default settings the first time it is used.
+INSERT INTO queues (name) VALUES (%(queue)s) ON CONFLICT (name) DO NOTHING;
+
+-- name: JobInsert
+-- Enqueue one job unless its queue is at max_depth; an idempotency key already in the queue inserts nothing.
+WITH q AS (
+    SELECT max_attempts, max_depth FROM queues WHERE name = %(queue)s
+)
+INSERT INTO jobs (queue, type, payload, priority, status, max_attempts, idempotency_key, visible_at)
+SELECT %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, 'pending',
+       coalesce(%(max_attempts)s, q.max_attempts), %(idempotency_key)s,
+       coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0))
+  FROM q
+ WHERE q.max_depth IS NULL
+    OR (SELECT coalesce(sum(c.n), 0) FROM job_counts c
+         WHERE c.queue = %(queue)s AND c.status IN ('pending', 'failed')) < q.max_depth
+ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING *;
+
+-- name: JobInsertMany
+-- Enqueue a batch in request order; ids are drawn first so each input row maps to its job.
+WITH src AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, s.*
+      FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb)
+                      AS (queue text, type text, payload jsonb, priority integer,
+                          max_attempts integer, idempotency_key text, delay_ms bigint,
+                          run_at timestamptz))
+           WITH ORDINALITY
+           AS s(queue, type, payload, priority, max_attempts, idempotency_key, delay_ms, run_at, ord)
+),
+ins AS (
+    INSERT INTO jobs (id, queue, type, payload, priority, status, max_attempts, idempotency_key,
+                      visible_at)
+    SELECT src.id, src.queue, src.type, coalesce(src.payload, '{}'::jsonb), coalesce(src.priority, 0),
+           'pending', coalesce(src.max_attempts, q.max_attempts), src.idempotency_key,
+           coalesce(src.run_at, now() + make_interval(secs => coalesce(src.delay_ms, 0) / 1000.0))
+      FROM src JOIN queues q ON q.name = src.queue
+     ORDER BY src.ord
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING *
+)
+SELECT src.ord AS _ord, ins.* FROM src LEFT JOIN ins ON ins.id = src.id ORDER BY src.ord;
+
+-- name: JobGetByIdempotencyKey
+-- The job an idempotency key already names in a queue.
+SELECT * FROM jobs WHERE queue = %(queue)s AND idempotency_key = %(idempotency_key)s;
+
+-- name: QueueDepths
+-- Settings and waiting depth of the queues a batch targets, for its max_depth check.
+SELECT q.name, q.max_depth,
+       (SELECT coalesce(sum(c.n), 0) FROM job_counts c
+         WHERE c.queue = q.name AND c.status IN ('pending', 'failed'))::bigint AS depth
+  FROM queues q WHERE q.name = ANY(%(queues)s::text[]);
+
+-- name: JobClaim
+-- Lease up to %(limit)s claimable jobs of one unpaused queue in claim order; rows other claimers hold are skipped.
+WITH q AS (
+    SELECT name, lease_ms FROM queues WHERE name = %(queue)s AND NOT paused
+),
+picked AS (
+    SELECT j.id
+      FROM jobs j
+     WHERE j.queue = %(queue)s
+       AND j.status IN ('pending', 'failed')
+       AND j.visible_at <= now()
+       AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
+       AND EXISTS (SELECT 1 FROM q)
+     ORDER BY j.priority DESC, j.visible_at, j.id
+     LIMIT %(limit)s
+       FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs j
+   SET status       = 'running',
+       attempt      = j.attempt + 1,
+       lease_token  = nextval('jobs_lease_token_seq'),
+       lease_ms     = coalesce(%(lease_ms)s, q.lease_ms),
+       locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, q.lease_ms) / 1000.0),
+       worker_id    = %(worker_id)s,
+       claimed_at   = now()
+  FROM picked, q
+ WHERE j.id = picked.id
+RETURNING j.*;
+
+-- name: QueueCaps
+-- The running caps of some queues (most have none).
+SELECT name, max_running FROM queues WHERE name = ANY(%(queues)s::text[]);
+
+-- name: QueueRunningSlots
+-- How many more jobs a queue with max_running may start now; run after QueueClaimLock in the same transaction.
+SELECT q.max_running - coalesce((SELECT sum(c.n) FROM job_counts c
+                                  WHERE c.queue = q.name AND c.status = 'running'), 0) AS slots
+  FROM queues q WHERE q.name = %(queue)s;
+
+-- name: QueueClaimLock
+-- Serialise claims on one max_running-capped queue until commit, so the cap holds across replicas.
+SELECT pg_advisory_xact_lock(hashtextextended('jobq.claim:' || %(queue)s, 0));
+
+-- name: QueueNextVisible
+-- When the next waiting job of these queues becomes visible, so an idle long-poll knows how long to sleep.
+SELECT min(v) AS next_visible_at FROM (
+    SELECT (SELECT j.visible_at FROM jobs j
+             WHERE j.queue = qn AND j.status IN ('pending', 'failed')
+             ORDER BY j.visible_at LIMIT 1) AS v
+      FROM unnest(%(queues)s::text[]) AS qn
+) AS nv;
+
+-- name: LeaseHeartbeat
+-- Extend a lease that is still held and not yet past its end.
+UPDATE jobs
+   SET locked_until = now() + make_interval(secs => coalesce(%(extend_ms)s, lease_ms) / 1000.0)
+ WHERE id = %(job_id)s AND lease_token = %(token)s AND status = 'running' AND locked_until > now()
+RETURNING locked_until;
+
+-- name: LeaseAck
+-- Complete the job of a lease still held (an expired lease not yet reaped still counts).
+UPDATE jobs
+   SET status = 'completed', result = %(result)s::jsonb, completed_at = now(), locked_until = NULL
+ WHERE id = %(job_id)s AND lease_token = %(token)s AND status = 'running'
+RETURNING *;
+
+-- name: LeaseAckMany
+-- Complete the jobs of many held leases in one statement; returns the leases that won.
+UPDATE jobs j
+   SET status = 'completed', result = a.result, completed_at = now(), locked_until = NULL
+  FROM jsonb_to_recordset(%(acks)s::jsonb) AS a(job_id bigint, token bigint, result jsonb)
+ WHERE j.id = a.job_id AND j.lease_token = a.token AND j.status = 'running'
+RETURNING j.id, j.lease_token, j.queue, j.type, j.worker_id, j.attempt, j.claimed_at, j.completed_at;
+
+-- name: LeaseFail
+-- Record a failed attempt of a held lease: retry after the backoff (or retry_in_ms), or dead when out of attempts or not retryable.
+UPDATE jobs j
+   SET status = CASE WHEN NOT %(retry)s OR j.attempt >= j.max_attempts THEN 'dead' ELSE 'failed' END,
+       visible_at = CASE WHEN NOT %(retry)s OR j.attempt >= j.max_attempts THEN j.visible_at
+                    ELSE now() + make_interval(secs => coalesce(
+                             %(retry_in_ms)s::double precision,
+                             least(q.backoff_base_ms * power(2::double precision, j.attempt - 1),
+                                   q.backoff_max_ms) * (1 + %(jitter)s::double precision)
+                         ) / 1000.0) END,
+       completed_at = CASE WHEN NOT %(retry)s OR j.attempt >= j.max_attempts THEN now() END,
+       last_error = %(error)s,
+       errors = j.errors || jsonb_build_array(jsonb_build_object(
+                    'attempt', j.attempt, 'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'error', %(error)s::text, 'kind', 'failed')),
+       locked_until = NULL
+  FROM queues q
+ WHERE q.name = j.queue AND j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running'
+RETURNING j.*;
+
+-- name: LeaseState
+-- Why a lease operation changed nothing: the job's current token (NULL row: no such job).
+SELECT lease_token FROM jobs WHERE id = %(job_id)s;
+
+-- name: LeaseStateMany
+-- The current tokens of the jobs behind many leases, for batch ack's per-lease answer.
+SELECT id, lease_token FROM jobs WHERE id = ANY(%(job_ids)s::bigint[]);
+
+-- name: JobReapExpired
+-- Process leases past their end: back to pending (claimable at once) or dead when out of attempts or a poison pill.
+WITH expired AS (
+    SELECT j.id FROM jobs j
+     WHERE j.status = 'running' AND j.locked_until < now()
+     ORDER BY j.locked_until
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+   SET status = CASE WHEN j.attempt >= j.max_attempts OR j.lease_expiries + 1 >= q.max_lease_expiries
+                     THEN 'dead' ELSE 'pending' END,
+       visible_at = CASE WHEN j.attempt >= j.max_attempts OR j.lease_expiries + 1 >= q.max_lease_expiries
+                         THEN j.visible_at ELSE now() END,
+       completed_at = CASE WHEN j.attempt >= j.max_attempts OR j.lease_expiries + 1 >= q.max_lease_expiries
+                           THEN now() END,
+       lease_expiries = j.lease_expiries + 1,
+       last_error = 'lease expired',
+       errors = j.errors || jsonb_build_array(jsonb_build_object(
+                    'attempt', j.attempt, 'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'error', 'lease expired', 'kind', 'lease_expired')),
+       locked_until = NULL
+  FROM expired, queues q
+ WHERE j.id = expired.id AND q.name = j.queue
+RETURNING j.id, j.queue, j.type, j.status, j.worker_id, j.attempt;
+
+-- name: JobGet
+-- One job by id.
+SELECT * FROM jobs WHERE id = %(job_id)s;
+
+-- name: JobCancel
+-- Cancel a waiting or running job; a running job's lease dies with its status.
+UPDATE jobs
+   SET status = 'cancelled', locked_until = NULL, completed_at = now()
+ WHERE id = %(job_id)s AND status IN ('pending', 'failed', 'running')
+RETURNING *;
+
+-- name: JobRetry
+-- Put a dead, cancelled or failed job back to pending, visible now, attempts reset; errors are kept.
+UPDATE jobs
+   SET status = 'pending', visible_at = now(), attempt = 0, lease_expiries = 0,
+       locked_until = NULL, completed_at = NULL
+ WHERE id = %(job_id)s AND status IN ('dead', 'cancelled', 'failed')
+RETURNING *;
+
+-- name: QueueGet
+-- One queue's settings.
+SELECT * FROM queues WHERE name = %(queue)s;
+
+-- name: QueueList
+-- Every queue's settings, by name.
+SELECT * FROM queues ORDER BY name;
+
+-- name: QueueCounts
+-- Job counts by queue, status and type from the trigger-kept counters (no scan of jobs).
+SELECT queue, status, type, sum(n)::bigint AS n
+  FROM job_counts
+ WHERE %(queue)s::text IS NULL OR queue = %(queue)s
+ GROUP BY queue, status, type
+HAVING sum(n) <> 0;
+
+-- name: QueueOldestWaiting
+-- Lag of the oldest job claimable now, per queue, in ms (from the claim index).
+SELECT q.name AS queue,
+       (SELECT (extract(epoch FROM now() - j.visible_at) * 1000)::bigint
+          FROM jobs j
+         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+         ORDER BY j.visible_at LIMIT 1) AS oldest_waiting_ms
+  FROM queues q
+ WHERE %(queue)s::text IS NULL OR q.name = %(queue)s;

@@ -1,0 +1,103 @@
+"""The tables, as SQLAlchemy Core metadata: Alembic's target and the source of ad-hoc queries.
+
+The migrations in ``alembic/versions`` create exactly this schema (plus the counters' triggers,
+which SQLAlchemy does not model); ``tests/test_schema.py`` checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData()
+
+STATUSES_SQL = "('pending', 'running', 'failed', 'completed', 'dead', 'cancelled')"
+
+queues = Table(
+    "queues",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("max_depth", BigInteger, nullable=True),
+    Column("paused", Boolean, nullable=False, server_default=text("false")),
+    Column("lease_ms", BigInteger, nullable=False, server_default=text("30000")),
+    Column("max_attempts", Integer, nullable=False, server_default=text("25")),
+    Column("backoff_base_ms", BigInteger, nullable=False, server_default=text("1000")),
+    Column("backoff_max_ms", BigInteger, nullable=False, server_default=text("3600000")),
+    Column("max_lease_expiries", Integer, nullable=False, server_default=text("5")),
+    Column("aging_ms", BigInteger, nullable=True),
+    Column("max_running", Integer, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", BigInteger, Identity(always=False), primary_key=True),
+    Column("queue", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("payload", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("priority", Integer, nullable=False, server_default=text("0")),
+    Column("status", Text, nullable=False, server_default=text("'pending'")),
+    Column("attempt", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=False),
+    Column("idempotency_key", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("visible_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("locked_until", DateTime(timezone=True), nullable=True),
+    Column("worker_id", Text, nullable=True),
+    Column("completed_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("errors", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("result", JSONB, nullable=True),
+    # The fencing token of the current (or last) lease, from jobs_lease_token_seq.
+    Column("lease_token", BigInteger, nullable=True),
+    Column("lease_ms", BigInteger, nullable=True),
+    Column("lease_expiries", Integer, nullable=False, server_default=text("0")),
+    Column("claimed_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint(f"status IN {STATUSES_SQL}", name="jobs_status_check"),
+    Index(
+        "jobs_claim_idx",
+        "queue",
+        text("priority DESC"),
+        "visible_at",
+        "id",
+        postgresql_where=text("status IN ('pending', 'failed')"),
+    ),
+    Index("jobs_lease_expiry_idx", "locked_until", postgresql_where=text("status = 'running'")),
+    Index(
+        "jobs_idempotency_key_idx",
+        "queue",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+    Index("jobs_queue_status_id_idx", "queue", "status", "id"),
+    Index("jobs_status_id_idx", "status", "id"),
+)
+
+# Counts of jobs by queue, type and status, kept by statement triggers on ``jobs`` so that
+# max_depth checks and queue stats never count rows. Each backend writes its own shard
+# (pg_backend_pid() % 16), so concurrent transactions rarely wait on the same counter row.
+job_counts = Table(
+    "job_counts",
+    metadata,
+    Column("queue", Text, primary_key=True),
+    Column("status", Text, primary_key=True),
+    Column("type", Text, primary_key=True),
+    Column("shard", SmallInteger, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+)

@@ -1,0 +1,152 @@
+"""Fixtures. Every test that touches the database gets its own, cloned from a migrated
+template, so tests never see each other's jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app.api.app import create_app
+from app.settings import Settings
+from tests import pg
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def admin_url() -> Iterator[str]:
+    url = os.environ.get("JOBQ_TEST_DATABASE_URL")
+    if url:
+        yield url
+        return
+    from app.store.embedded import EmbeddedPostgres
+
+    with EmbeddedPostgres.temporary() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="session")
+def template_db(admin_url: str) -> Iterator[str]:
+    name = pg.create_template(admin_url)
+    yield name
+    pg.drop(admin_url, name)
+
+
+@pytest.fixture
+def database_url(admin_url: str, template_db: str) -> Iterator[str]:
+    name = pg.clone(admin_url, template_db)
+    yield pg.with_database(admin_url, name)
+    pg.drop(admin_url, name)
+
+
+def make_settings(database_url: str, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "database_url": database_url,
+        "reap_interval_s": 0.1,
+        "db_timeout_s": 3.0,
+        "pool_size": 20,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def running_app(settings: Settings) -> AsyncIterator[FastAPI]:
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+@pytest.fixture
+async def app(database_url: str) -> AsyncIterator[FastAPI]:
+    async with running_app(make_settings(database_url)) as application:
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://jobq", timeout=30) as c:
+        yield c
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """A real ``jobq serve`` process: for tests that kill or restart the server."""
+
+    def __init__(self, database_url: str, env: dict[str, str] | None = None) -> None:
+        self.database_url = database_url
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.extra_env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        env = {**os.environ, "JOBQ_DATABASE_URL": self.database_url,
+               "JOBQ_REAP_INTERVAL_S": "0.1", **self.extra_env}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"jobq serve exited with {self.proc.returncode}:\n{err}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("jobq serve did not become ready")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def live_server(database_url: str) -> Iterator[LiveServer]:
+    server = LiveServer(database_url)
+    server.start()
+    yield server
+    server.stop()
+
+
+async def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):  # type: ignore[no-untyped-def]
+    """Poll an async predicate until it returns something truthy."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval_s)
