@@ -124,6 +124,22 @@ def migrate_cmd() -> None:
     typer.echo("jobq: schema is up to date")
 
 
+@app.command()
+def openapi(
+    write: Annotated[bool, typer.Option(help="write openapi/openapi.json instead of printing")] = False,
+) -> None:
+    """Print (or write) the OpenAPI document the service serves at /openapi.json."""
+    from app.api import openapi as doc
+
+    text = doc.render()
+    if write:
+        doc.DOCUMENT.parent.mkdir(exist_ok=True)
+        doc.DOCUMENT.write_text(text)
+        typer.echo(f"wrote {doc.DOCUMENT}")
+    else:
+        typer.echo(text, nl=False)
+
+
 def main() -> None:
     app()
 

@@ -12,11 +12,13 @@ from fastapi.routing import APIRoute
 
 from app.api import problems
 from app.api.limits import BodyLimit
-from app.api.routes import health, jobs, leases, queues
+from app.api.routes import dead, health, jobs, leases, metrics, queues
 from app.core.context import Context
+from app.core.duties import run_duties
 from app.core.reaper import run_reaper
 from app.settings import Settings
 from app.store.db import Database
+from app.store.leader import Leadership
 from app.store.notify import Wakeups
 
 log = logging.getLogger("jobq.api")
@@ -54,13 +56,20 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await db.open(wait=False)
         await ctx.wakeups.start()
-        reaper = asyncio.create_task(run_reaper(ctx, settings.reap_interval_s), name="jobq-reaper")
+        leadership = Leadership(url)
+        tasks = [
+            asyncio.create_task(run_reaper(ctx, settings.reap_interval_s), name="jobq-reaper"),
+            asyncio.create_task(run_duties(ctx, leadership), name="jobq-duties"),
+        ]
         try:
             yield
         finally:
-            reaper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reaper
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await leadership.release()
             await ctx.wakeups.stop()
             await db.close()
 
@@ -74,7 +83,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     app.state.ctx = ctx
     app.state.settings = settings
     problems.install(app)
-    for module in (jobs, leases, queues, health):
+    for module in (jobs, leases, queues, dead, metrics, health):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app

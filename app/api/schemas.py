@@ -166,6 +166,10 @@ class QueueSettings(BaseModel):
     max_lease_expiries: int
     aging_ms: int | None
     max_running: int | None
+    retention_ms: int = Field(description="completed and cancelled jobs are deleted this long "
+                                          "after they finished (default 7 days)")
+    dead_retention_ms: int = Field(description="dead jobs are deleted this long after they "
+                                               "died (default 30 days)")
 
 
 class QueueSettingsPatch(Strict):
@@ -178,6 +182,8 @@ class QueueSettingsPatch(Strict):
     max_lease_expiries: Annotated[int, Field(ge=1, le=10_000)] | None = None
     aging_ms: Annotated[int, Field(ge=1, le=TEN_YEARS_MS)] | None = None
     max_running: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
+    retention_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
+    dead_retention_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
 
     # Settings that may be null mean "no limit"/"off" there; the others may not be null.
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"max_depth", "aging_ms", "max_running"})
@@ -203,3 +209,17 @@ class QueuePublic(BaseModel):
 
 class QueueList(BaseModel):
     queues: list[QueuePublic]
+
+
+class DeadFilter(Strict):
+    queue: QueueName | None = None
+    type: Text255 | None = None
+    limit: Annotated[int, Field(ge=1)] | None = Field(default=None, description="default: all")
+
+
+class Replayed(BaseModel):
+    replayed: int
+
+
+class Purged(BaseModel):
+    purged: int

@@ -13,6 +13,12 @@ from app.store.queries import Q
 CAPS_TTL_S = 1.0
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimSettings:
+    max_running: int | None = None
+    aging_ms: int | None = None
+
+
 @dataclass
 class Context:
     db: Database
@@ -21,10 +27,13 @@ class Context:
     # Queues never disappear, so once a queue row is known to exist this process can skip
     # the upsert that creates it.
     known_queues: set[str] = field(default_factory=set)
-    # max_running per queue, re-read at most every CAPS_TTL_S: a capped queue's claims take a
-    # lock and count, an uncapped one's do not, and a cap set elsewhere applies within the TTL.
-    capped_queues: dict[str, int | None] = field(default_factory=dict)
+    # The settings that choose a claim's statement (max_running, aging_ms), re-read at most
+    # every CAPS_TTL_S: a capped queue's claims take a lock and count, an uncapped one's do
+    # not, and a change made on another replica applies within the TTL.
+    claim_settings: dict[str, ClaimSettings] = field(default_factory=dict)
     _caps_read_at: dict[str, float] = field(default_factory=dict)
+    # True while this process holds the background duties' lock (see duties.py).
+    is_leader: bool = False
 
     async def ensure_queues(self, names: list[str]) -> None:
         missing = [n for n in dict.fromkeys(names) if n not in self.known_queues]
@@ -42,7 +51,7 @@ class Context:
             return
         rows = await self.db.fetch(Q.QueueCaps, {"queues": stale})
         for row in rows:
-            self.capped_queues[row["name"]] = row["max_running"]
+            self.claim_settings[row["name"]] = ClaimSettings(row["max_running"], row["aging_ms"])
         for n in stale:
             self._caps_read_at[n] = now
 

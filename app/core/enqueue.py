@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from app.core import metrics
 from app.core.context import Context
 from app.domain.errors import IdempotencyConflict, QueueFull
 from app.domain.jobs import NewJob
@@ -55,6 +56,7 @@ def _replay(existing: Row, job: NewJob) -> Enqueued:
 
 
 def _full(queue: str, ctx: Context) -> QueueFull:
+    metrics.rejected(queue)
     return QueueFull(
         f"queue {queue!r} is at its max_depth of waiting jobs", ctx.db.retry_after_s
     )

@@ -1,21 +1,40 @@
-"""Lifecycle events of jobs: one hook the core calls, feeding logs and metrics."""
+"""Lifecycle events of jobs: one hook the core calls after a change has committed, feeding
+metrics and one structured log line per job and event."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 log = logging.getLogger("jobq.events")
 
 
-class Events:
-    """Receives ``emit(event, rows)`` after the change it reports has committed."""
+def _duration_ms(event: str, row: Mapping[str, Any]) -> int | None:
+    """claimed: how long the job waited since visible; completed: how long it ran."""
+    start: datetime | None
+    end: datetime | None
+    if event == "claimed":
+        start, end = row.get("visible_at"), row.get("claimed_at")
+    elif event in ("completed", "failed", "dead"):
+        start, end = row.get("claimed_at"), row.get("completed_at") or row.get("updated_at")
+    else:
+        return None
+    if start is None or end is None:
+        return None
+    return max(int((end - start).total_seconds() * 1000), 0)
 
+
+class Events:
     def emit(self, event: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        from app.core import metrics  # late: metrics imports the context, which imports us
+
+        batch = list(rows)
+        metrics.observe(event, batch)
         if not log.isEnabledFor(logging.INFO):
             return
-        for row in rows:
+        for row in batch:
             log.info(
                 event,
                 extra={
@@ -25,5 +44,6 @@ class Events:
                     "type": row.get("type"),
                     "worker_id": row.get("worker_id"),
                     "attempt": row.get("attempt"),
+                    "duration_ms": _duration_ms(event, row),
                 },
             )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+
 from app.core.context import Context
-from app.domain.errors import InvalidState, NotFound
-from app.domain.jobs import JobStatus
+from app.domain.errors import InvalidInput, InvalidState, NotFound
 from app.domain.leases import parse_job_id
+from app.store import listing
 from app.store.db import Row
 from app.store.queries import Q
 
@@ -45,5 +47,39 @@ async def retry(ctx: Context, job_id: str) -> Row:
     return row
 
 
-def is_waiting(status: str) -> bool:
-    return status in (JobStatus.PENDING, JobStatus.FAILED)
+async def list_jobs(
+    ctx: Context,
+    *,
+    queue: str | None,
+    status: str | None,
+    type_: str | None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[Row], str | None]:
+    """A page of jobs, newest first, and the cursor of the next page (None on the last)."""
+    before = decode_cursor(cursor) if cursor else None
+    sql, params = listing.jobs_page(queue=queue, status=status, type_=type_, before_id=before,
+                                    limit=limit)
+    rows = await ctx.db.fetch(sql, params)
+    if len(rows) <= limit:
+        return rows, None
+    rows = rows[:limit]
+    return rows, encode_cursor(rows[-1]["id"])
+
+
+def encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        prefix, _, value = raw.partition(":")
+        if prefix != "id" or not value.isdigit() or not value.isascii():
+            raise ValueError
+        number = int(value)
+        if number > 2**63 - 1:
+            raise ValueError
+        return number
+    except ValueError:
+        raise InvalidInput("cursor is not one this service handed out", ["query", "cursor"]) from None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.core.context import Context
+from app.core.context import ClaimSettings, Context
 from app.domain.errors import LeaseLost, NotFound
 from app.domain.jobs import ClaimRequest, Failure, JobStatus
 from app.domain.leases import LeaseRef, parse_lease_id
@@ -46,11 +46,10 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) 
         "lease_ms": req.lease_ms,
         "worker_id": req.worker_id,
     }
-    if ctx.capped_queues.get(queue) is None:
-        rows = await ctx.db.fetch(Q.JobClaim, params)
-        # The cap may have been set by another process since we looked; the claim is still
-        # correct for an uncapped queue, and capped ones are re-read below.
-        return rows
+    settings = ctx.claim_settings.get(queue, ClaimSettings())
+    statement = Q.JobClaim if settings.aging_ms is None else Q.JobClaimAged
+    if settings.max_running is None:
+        return await ctx.db.fetch(statement, params)
     async with ctx.db.transaction() as conn:
         await conn.execute(Q.QueueClaimLock, {"queue": queue})
         cur = await conn.execute(Q.QueueRunningSlots, {"queue": queue})
@@ -58,7 +57,7 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) 
         slots = slots_row["slots"] if slots_row and slots_row["slots"] is not None else limit
         if slots <= 0:
             return []
-        cur = await conn.execute(Q.JobClaim, params | {"limit": min(limit, slots)})
+        cur = await conn.execute(statement, params | {"limit": min(limit, slots)})
         return await cur.fetchall()
 
 

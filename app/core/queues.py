@@ -21,6 +21,8 @@ SETTINGS = (
     "max_lease_expiries",
     "aging_ms",
     "max_running",
+    "retention_ms",
+    "dead_retention_ms",
 )
 
 
@@ -75,8 +77,11 @@ async def update_queue(ctx: Context, name: str, changes: dict[str, Any]) -> dict
     if changes:
         # Column names come from SETTINGS, never from the client.
         assignments = ", ".join(f"{k} = %({k})s" for k in changes)
-        await ctx.db.fetch(f"UPDATE queues SET {assignments} WHERE name = %(queue)s",
-                           {**changes, "queue": name})
+        async with ctx.db.transaction() as conn:
+            await conn.execute(f"UPDATE queues SET {assignments} WHERE name = %(queue)s",
+                               {**changes, "queue": name})
+            if "aging_ms" in changes:
+                await conn.execute(Q.QueueAgedKeysReset, {"queue": name})
     ctx.forget_caps(name)
     if changes.get("paused") is False:
         ctx.wakeups.publish([name])

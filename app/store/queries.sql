@@ -9,12 +9,16 @@ INSERT INTO queues (name) VALUES (%(queue)s) ON CONFLICT (name) DO NOTHING;
 -- name: JobInsert
 -- Enqueue one job unless its queue is at max_depth; an idempotency key already in the queue inserts nothing.
 WITH q AS (
-    SELECT max_attempts, max_depth FROM queues WHERE name = %(queue)s
+    SELECT max_attempts, max_depth, aging_ms,
+           coalesce(%(run_at)s::timestamptz,
+                    now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0)) AS visible_at
+      FROM queues WHERE name = %(queue)s
 )
-INSERT INTO jobs (queue, type, payload, priority, status, max_attempts, idempotency_key, visible_at)
+INSERT INTO jobs (queue, type, payload, priority, status, max_attempts, idempotency_key,
+                  visible_at, aged_key)
 SELECT %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, 'pending',
        coalesce(%(max_attempts)s, q.max_attempts), %(idempotency_key)s,
-       coalesce(%(run_at)s::timestamptz, now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0))
+       q.visible_at, jobq_aged_key(q.visible_at, %(priority)s, q.aging_ms)
   FROM q
  WHERE q.max_depth IS NULL
     OR (SELECT coalesce(sum(c.n), 0) FROM job_counts c
@@ -25,7 +29,9 @@ RETURNING *;
 -- name: JobInsertMany
 -- Enqueue a batch in request order; ids are drawn first so each input row maps to its job.
 WITH src AS MATERIALIZED (
-    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, s.*
+    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, s.*,
+           coalesce(s.run_at, now() + make_interval(secs => coalesce(s.delay_ms, 0) / 1000.0))
+               AS visible_at
       FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb)
                       AS (queue text, type text, payload jsonb, priority integer,
                           max_attempts integer, idempotency_key text, delay_ms bigint,
@@ -35,10 +41,11 @@ WITH src AS MATERIALIZED (
 ),
 ins AS (
     INSERT INTO jobs (id, queue, type, payload, priority, status, max_attempts, idempotency_key,
-                      visible_at)
-    SELECT src.id, src.queue, src.type, coalesce(src.payload, '{}'::jsonb), coalesce(src.priority, 0),
-           'pending', coalesce(src.max_attempts, q.max_attempts), src.idempotency_key,
-           coalesce(src.run_at, now() + make_interval(secs => coalesce(src.delay_ms, 0) / 1000.0))
+                      visible_at, aged_key)
+    SELECT src.id, src.queue, src.type, coalesce(src.payload, '{}'::jsonb),
+           coalesce(src.priority, 0), 'pending', coalesce(src.max_attempts, q.max_attempts),
+           src.idempotency_key, src.visible_at,
+           jobq_aged_key(src.visible_at, coalesce(src.priority, 0), q.aging_ms)
       FROM src JOIN queues q ON q.name = src.queue
      ORDER BY src.ord
     ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -86,9 +93,39 @@ UPDATE jobs j
  WHERE j.id = picked.id
 RETURNING j.*;
 
+-- name: JobClaimAged
+-- JobClaim for a queue with aging_ms: effective priority order, from the aging index.
+WITH q AS (
+    SELECT name, lease_ms FROM queues WHERE name = %(queue)s AND NOT paused
+),
+picked AS (
+    SELECT j.id
+      FROM jobs j
+     WHERE j.queue = %(queue)s
+       AND j.status IN ('pending', 'failed')
+       AND j.visible_at <= now()
+       AND j.aged_key IS NOT NULL
+       AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
+       AND EXISTS (SELECT 1 FROM q)
+     ORDER BY j.aged_key, j.id
+     LIMIT %(limit)s
+       FOR UPDATE OF j SKIP LOCKED
+)
+UPDATE jobs j
+   SET status       = 'running',
+       attempt      = j.attempt + 1,
+       lease_token  = nextval('jobs_lease_token_seq'),
+       lease_ms     = coalesce(%(lease_ms)s, q.lease_ms),
+       locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, q.lease_ms) / 1000.0),
+       worker_id    = %(worker_id)s,
+       claimed_at   = now()
+  FROM picked, q
+ WHERE j.id = picked.id
+RETURNING j.*;
+
 -- name: QueueCaps
--- The running caps of some queues (most have none).
-SELECT name, max_running FROM queues WHERE name = ANY(%(queues)s::text[]);
+-- The settings a claim needs to pick its statement: running cap and aging.
+SELECT name, max_running, aging_ms FROM queues WHERE name = ANY(%(queues)s::text[]);
 
 -- name: QueueRunningSlots
 -- How many more jobs a queue with max_running may start now; run after QueueClaimLock in the same transaction.
@@ -133,21 +170,31 @@ RETURNING j.id, j.lease_token, j.queue, j.type, j.worker_id, j.attempt, j.claime
 
 -- name: LeaseFail
 -- Record a failed attempt of a held lease: retry after the backoff (or retry_in_ms), or dead when out of attempts or not retryable.
+WITH cur AS (
+    SELECT j.id, q.aging_ms,
+           (NOT %(retry)s OR j.attempt >= j.max_attempts) AS dead,
+           now() + make_interval(secs => coalesce(
+               %(retry_in_ms)s::double precision,
+               least(q.backoff_base_ms * power(2::double precision, j.attempt - 1), q.backoff_max_ms)
+                   * (1 + %(jitter)s::double precision)
+           ) / 1000.0) AS retry_at
+      FROM jobs j JOIN queues q ON q.name = j.queue
+     WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running'
+)
 UPDATE jobs j
-   SET status = CASE WHEN NOT %(retry)s OR j.attempt >= j.max_attempts THEN 'dead' ELSE 'failed' END,
-       visible_at = CASE WHEN NOT %(retry)s OR j.attempt >= j.max_attempts THEN j.visible_at
-                    ELSE now() + make_interval(secs => coalesce(
-                             %(retry_in_ms)s::double precision,
-                             least(q.backoff_base_ms * power(2::double precision, j.attempt - 1),
-                                   q.backoff_max_ms) * (1 + %(jitter)s::double precision)
-                         ) / 1000.0) END,
-       completed_at = CASE WHEN NOT %(retry)s OR j.attempt >= j.max_attempts THEN now() END,
-       last_error = %(error)s,
-       errors = j.errors || jsonb_build_array(jsonb_build_object(
-                    'attempt', j.attempt, 'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'error', %(error)s::text, 'kind', 'failed')),
+   SET status       = CASE WHEN cur.dead THEN 'dead' ELSE 'failed' END,
+       visible_at   = CASE WHEN cur.dead THEN j.visible_at ELSE cur.retry_at END,
+       aged_key     = CASE WHEN cur.dead THEN NULL
+                           ELSE jobq_aged_key(cur.retry_at, j.priority, cur.aging_ms) END,
+       completed_at = CASE WHEN cur.dead THEN now() END,
+       last_error   = %(error)s,
+       errors       = j.errors || jsonb_build_array(jsonb_build_object(
+                          'attempt', j.attempt,
+                          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                          'error', %(error)s::text, 'kind', 'failed')),
        locked_until = NULL
-  FROM queues q
- WHERE q.name = j.queue AND j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running'
+  FROM cur
+ WHERE j.id = cur.id AND j.lease_token = %(token)s AND j.status = 'running'
 RETURNING j.*;
 
 -- name: LeaseState
@@ -161,27 +208,29 @@ SELECT id, lease_token FROM jobs WHERE id = ANY(%(job_ids)s::bigint[]);
 -- name: JobReapExpired
 -- Process leases past their end: back to pending (claimable at once) or dead when out of attempts or a poison pill.
 WITH expired AS (
-    SELECT j.id FROM jobs j
+    SELECT j.id, q.aging_ms,
+           (j.attempt >= j.max_attempts OR j.lease_expiries + 1 >= q.max_lease_expiries) AS dead
+      FROM jobs j JOIN queues q ON q.name = j.queue
      WHERE j.status = 'running' AND j.locked_until < now()
      ORDER BY j.locked_until
      LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE jobs j
-   SET status = CASE WHEN j.attempt >= j.max_attempts OR j.lease_expiries + 1 >= q.max_lease_expiries
-                     THEN 'dead' ELSE 'pending' END,
-       visible_at = CASE WHEN j.attempt >= j.max_attempts OR j.lease_expiries + 1 >= q.max_lease_expiries
-                         THEN j.visible_at ELSE now() END,
-       completed_at = CASE WHEN j.attempt >= j.max_attempts OR j.lease_expiries + 1 >= q.max_lease_expiries
-                           THEN now() END,
+   SET status         = CASE WHEN e.dead THEN 'dead' ELSE 'pending' END,
+       visible_at     = CASE WHEN e.dead THEN j.visible_at ELSE now() END,
+       aged_key       = CASE WHEN e.dead THEN NULL ELSE jobq_aged_key(now(), j.priority, e.aging_ms) END,
+       completed_at   = CASE WHEN e.dead THEN now() END,
        lease_expiries = j.lease_expiries + 1,
-       last_error = 'lease expired',
-       errors = j.errors || jsonb_build_array(jsonb_build_object(
-                    'attempt', j.attempt, 'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), 'error', 'lease expired', 'kind', 'lease_expired')),
-       locked_until = NULL
-  FROM expired, queues q
- WHERE j.id = expired.id AND q.name = j.queue
-RETURNING j.id, j.queue, j.type, j.status, j.worker_id, j.attempt;
+       last_error     = 'lease expired',
+       errors         = j.errors || jsonb_build_array(jsonb_build_object(
+                            'attempt', j.attempt,
+                            'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                            'error', 'lease expired', 'kind', 'lease_expired')),
+       locked_until   = NULL
+  FROM expired e
+ WHERE j.id = e.id
+RETURNING j.id, j.queue, j.type, j.status, j.worker_id, j.attempt, j.claimed_at;
 
 -- name: JobGet
 -- One job by id.
@@ -196,11 +245,13 @@ RETURNING *;
 
 -- name: JobRetry
 -- Put a dead, cancelled or failed job back to pending, visible now, attempts reset; errors are kept.
-UPDATE jobs
+UPDATE jobs j
    SET status = 'pending', visible_at = now(), attempt = 0, lease_expiries = 0,
-       locked_until = NULL, completed_at = NULL
- WHERE id = %(job_id)s AND status IN ('dead', 'cancelled', 'failed')
-RETURNING *;
+       locked_until = NULL, completed_at = NULL,
+       aged_key = jobq_aged_key(now(), j.priority, q.aging_ms)
+  FROM queues q
+ WHERE q.name = j.queue AND j.id = %(job_id)s AND j.status IN ('dead', 'cancelled', 'failed')
+RETURNING j.*;
 
 -- name: QueueGet
 -- One queue's settings.
@@ -227,3 +278,79 @@ SELECT q.name AS queue,
          ORDER BY j.visible_at LIMIT 1) AS oldest_waiting_ms
   FROM queues q
  WHERE %(queue)s::text IS NULL OR q.name = %(queue)s;
+
+-- name: QueueAgedKeysReset
+-- After aging_ms changed: recompute (or clear) the aging keys of a queue's waiting jobs.
+UPDATE jobs j
+   SET aged_key = jobq_aged_key(j.visible_at, j.priority, q.aging_ms)
+  FROM queues q
+ WHERE q.name = %(queue)s AND j.queue = q.name AND j.status IN ('pending', 'failed')
+   AND j.aged_key IS DISTINCT FROM jobq_aged_key(j.visible_at, j.priority, q.aging_ms);
+
+-- name: JobAgedKeysFill
+-- Give an aging key to waiting jobs of aging queues that were enqueued while aging was being switched on.
+UPDATE jobs j
+   SET aged_key = jobq_aged_key(j.visible_at, j.priority, q.aging_ms)
+  FROM queues q
+ WHERE q.aging_ms IS NOT NULL AND j.queue = q.name
+   AND j.status IN ('pending', 'failed') AND j.aged_key IS NULL;
+
+-- name: JobDeleteExpired
+-- Retention: delete one batch of finished jobs older than their queue's retention (dead ones by dead_retention_ms).
+WITH doomed AS (
+    (SELECT j.id
+       FROM queues q
+      CROSS JOIN LATERAL (
+            SELECT j.id FROM jobs j
+             WHERE j.queue = q.name AND j.status IN ('completed', 'cancelled')
+               AND j.completed_at < now() - make_interval(secs => q.retention_ms / 1000.0)
+             LIMIT %(limit)s) AS j
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT j.id
+       FROM queues q
+      CROSS JOIN LATERAL (
+            SELECT j.id FROM jobs j
+             WHERE j.queue = q.name AND j.status = 'dead'
+               AND j.completed_at < now() - make_interval(secs => q.dead_retention_ms / 1000.0)
+             LIMIT %(limit)s) AS j
+     LIMIT %(limit)s)
+)
+DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
+RETURNING id;
+
+-- name: JobReplayDead
+-- Replay one batch of dead jobs matching the filter, as JobRetry does; errors are kept.
+WITH picked AS (
+    SELECT j.id FROM jobs j
+     WHERE j.status = 'dead'
+       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+       AND (%(type)s::text IS NULL OR j.type = %(type)s)
+     ORDER BY j.id
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+   SET status = 'pending', visible_at = now(), attempt = 0, lease_expiries = 0,
+       locked_until = NULL, completed_at = NULL,
+       aged_key = jobq_aged_key(now(), j.priority, q.aging_ms)
+  FROM picked, queues q
+ WHERE j.id = picked.id AND q.name = j.queue
+RETURNING j.id, j.queue, j.type, j.worker_id, j.attempt;
+
+-- name: JobPurgeDead
+-- Delete one batch of dead jobs matching the filter.
+DELETE FROM jobs
+ WHERE id IN (SELECT j.id FROM jobs j
+               WHERE j.status = 'dead'
+                 AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
+                 AND (%(type)s::text IS NULL OR j.type = %(type)s)
+               ORDER BY j.id
+               LIMIT %(limit)s
+                 FOR UPDATE SKIP LOCKED)
+RETURNING id, queue, type;
+
+-- name: MetricsDepths
+-- Gauges for /metrics: job counts by queue, type and status, from the counters.
+SELECT queue, type, status, sum(n)::bigint AS n FROM job_counts
+ GROUP BY queue, type, status HAVING sum(n) <> 0;

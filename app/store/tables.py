@@ -12,6 +12,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Double,
     Identity,
     Index,
     Integer,
@@ -41,6 +42,8 @@ queues = Table(
     Column("aging_ms", BigInteger, nullable=True),
     Column("max_running", Integer, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("retention_ms", BigInteger, nullable=False, server_default=text("604800000")),
+    Column("dead_retention_ms", BigInteger, nullable=False, server_default=text("2592000000")),
 )
 
 jobs = Table(
@@ -68,6 +71,7 @@ jobs = Table(
     Column("lease_ms", BigInteger, nullable=True),
     Column("lease_expiries", Integer, nullable=False, server_default=text("0")),
     Column("claimed_at", DateTime(timezone=True), nullable=True),
+    Column("aged_key", Double, nullable=True),
     CheckConstraint(f"status IN {STATUSES_SQL}", name="jobs_status_check"),
     Index(
         "jobs_claim_idx",
@@ -84,6 +88,20 @@ jobs = Table(
         "idempotency_key",
         unique=True,
         postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
+    Index(
+        "jobs_claim_aged_idx",
+        "queue",
+        "aged_key",
+        "id",
+        postgresql_where=text("status IN ('pending', 'failed') AND aged_key IS NOT NULL"),
+    ),
+    Index(
+        "jobs_finished_idx",
+        "queue",
+        "status",
+        "completed_at",
+        postgresql_where=text("status IN ('completed', 'cancelled', 'dead')"),
     ),
     Index("jobs_queue_status_id_idx", "queue", "status", "id"),
     Index("jobs_status_id_idx", "status", "id"),

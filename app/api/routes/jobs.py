@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Query
 from starlette.responses import Response
 
 from app.api import render
 from app.api.deps import context
-from app.api.schemas import JobBatchCreate, JobBatchPublic, JobCreate, JobPublic
+from app.api.schemas import (
+    JobBatchCreate,
+    JobBatchPublic,
+    JobCreate,
+    JobPage,
+    JobPublic,
+    QueueName,
+    Text255,
+)
 from app.core import enqueue as enq
 from app.core import jobs as core_jobs
 from app.core.context import Context
+from app.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -46,6 +57,22 @@ async def create_jobs(body: JobBatchCreate, ctx: Context = Depends(context)) -> 
     job. A 409 for any conflicting key, or a 429, enqueues nothing."""
     outs = await enq.enqueue_many(ctx, [j.to_domain() for j in body.jobs])
     return render.json_response({"jobs": [render.job(o.job) for o in outs]}, 201)
+
+
+@router.get("", response_model=JobPage, summary="List jobs, newest first")
+async def list_jobs(
+    queue: Annotated[QueueName | None, Query()] = None,
+    status: Annotated[JobStatus | None, Query()] = None,
+    type: Annotated[Text255 | None, Query()] = None,  # noqa: A002 - the contract's name
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
+    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    ctx: Context = Depends(context),
+) -> Response:
+    """Keyset-paginated: pass `next_cursor` as `cursor` for the next page; it is null on the
+    last page. Jobs enqueued after the first page was read do not shift later pages."""
+    rows, next_cursor = await core_jobs.list_jobs(
+        ctx, queue=queue, status=status, type_=type, limit=limit, cursor=cursor)
+    return render.json_response({"jobs": [render.job(r) for r in rows], "next_cursor": next_cursor})
 
 
 @router.get("/{job_id}", response_model=JobPublic, summary="Read a job")

@@ -1,0 +1,33 @@
+"""The dead-letter queue: replay and purge, by filter, in batches (no long-held locks)."""
+
+from __future__ import annotations
+
+from app.core.context import Context
+from app.store.queries import Q
+
+BATCH = 1000
+
+
+async def _batched(ctx: Context, sql: str, queue: str | None, type_: str | None,
+                   limit: int | None, event: str) -> int:
+    done = 0
+    while limit is None or done < limit:
+        size = BATCH if limit is None else min(BATCH, limit - done)
+        rows = await ctx.db.fetch(sql, {"queue": queue, "type": type_, "limit": size})
+        if rows:
+            ctx.events.emit(event, rows)
+            if event == "replayed":
+                ctx.wakeups.publish({r["queue"] for r in rows})
+        done += len(rows)
+        if len(rows) < size:
+            break
+    return done
+
+
+async def replay(ctx: Context, *, queue: str | None, type_: str | None, limit: int | None) -> int:
+    """Matching dead jobs go back to pending as a retry does; returns how many."""
+    return await _batched(ctx, Q.JobReplayDead, queue, type_, limit, "replayed")
+
+
+async def purge(ctx: Context, *, queue: str | None, type_: str | None, limit: int | None) -> int:
+    return await _batched(ctx, Q.JobPurgeDead, queue, type_, limit, "purged")

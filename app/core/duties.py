@@ -1,0 +1,72 @@
+"""Background duties that exactly one replica does at a time: retention and aging upkeep.
+
+Lease expiry is not among them: every replica reaps (see reaper.py), since the reap
+statement shares work safely and the contract wants expiry within 1 s even while a new
+leader is being chosen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from app.core.context import Context
+from app.store.leader import Leadership
+from app.store.queries import Q
+
+log = logging.getLogger("jobq.duties")
+
+RETENTION_BATCH = 1000
+RETENTION_EVERY_S = 10.0
+AGING_EVERY_S = 1.0
+TAKEOVER_EVERY_S = 1.0
+# Between retention batches, so deletes never hog the table or the disk.
+RETENTION_PAUSE_S = 0.05
+
+
+async def delete_expired(ctx: Context) -> int:
+    """Retention: delete finished jobs past their queue's retention, in small batches."""
+    total = 0
+    while True:
+        rows = await ctx.db.fetch(Q.JobDeleteExpired, {"limit": RETENTION_BATCH})
+        total += len(rows)
+        if len(rows) < RETENTION_BATCH:
+            return total
+        await asyncio.sleep(RETENTION_PAUSE_S)
+
+
+async def fill_aged_keys(ctx: Context) -> None:
+    await ctx.db.fetch(Q.JobAgedKeysFill)
+
+
+async def lead(ctx: Context, leadership: Leadership) -> None:
+    """Run the duties while we hold the lock; return when the lock's session is lost."""
+    ctx.is_leader = True
+    log.info("this process now runs the background duties")
+    last_retention = 0.0
+    try:
+        while True:
+            await leadership.check()
+            await fill_aged_keys(ctx)
+            if time.monotonic() - last_retention >= RETENTION_EVERY_S:
+                deleted = await delete_expired(ctx)
+                if deleted:
+                    log.info("retention deleted %d finished jobs", deleted)
+                last_retention = time.monotonic()
+            await asyncio.sleep(AGING_EVERY_S)
+    finally:
+        ctx.is_leader = False
+
+
+async def run_duties(ctx: Context, leadership: Leadership) -> None:
+    while True:
+        try:
+            if await leadership.try_acquire():
+                await lead(ctx, leadership)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the database went away; try again, maybe as a follower
+            log.warning("background duties interrupted: %s", exc)
+            await leadership.release()
+        await asyncio.sleep(TAKEOVER_EVERY_S)

@@ -1,0 +1,55 @@
+"""Leadership for background duties: a session-level advisory lock on a connection of its
+own. The lock lives exactly as long as that session, so when the leader's process dies or
+loses the database, PostgreSQL releases it and another replica's next try takes over."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import psycopg
+
+log = logging.getLogger("jobq.leader")
+
+DUTIES_LOCK_KEY = 0x6A6F6271_0002  # "jobq" + 2
+
+
+class Leadership:
+    def __init__(self, url: str, key: int = DUTIES_LOCK_KEY) -> None:
+        self.url = url
+        self.key = key
+        self._conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._conn is not None and not self._conn.closed
+
+    async def try_acquire(self) -> bool:
+        if self._conn is None or self._conn.closed:
+            self._conn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=5, application_name="jobq-leader")
+        cur = await self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
+        row = await cur.fetchone()
+        return bool(row and row[0])
+
+    async def check(self) -> None:
+        """Raises when the session holding the lock is gone (the lock went with it)."""
+        if self._conn is None:
+            raise RuntimeError("not the leader")
+        await self._conn.execute("SELECT 1")
+
+    async def release(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        self._conn = None
+
+
+@contextlib.asynccontextmanager
+async def leadership(url: str) -> AsyncIterator[Leadership]:
+    lead = Leadership(url)
+    try:
+        yield lead
+    finally:
+        await lead.release()
