@@ -108,6 +108,8 @@ def serve(
             http="auto",
             log_level=settings.log_level.lower(),
             access_log=False,
+            # Long-polls may still be waiting at shutdown: give them a moment, not 30 s.
+            timeout_graceful_shutdown=5,
             lifespan="on",
         )
 

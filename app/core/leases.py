@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -76,8 +77,18 @@ async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
     return leases
 
 
-async def claim(ctx: Context, req: ClaimRequest) -> list[Lease]:
-    """Claim, long-polling up to ``wait_ms`` for at least one job."""
+async def _never() -> bool:
+    return False
+
+
+async def claim(
+    ctx: Context, req: ClaimRequest, gone: Callable[[], Awaitable[bool]] = _never
+) -> list[Lease]:
+    """Claim, long-polling up to ``wait_ms`` for at least one job.
+
+    ``gone`` tells whether the caller has hung up: a long-poll whose worker died must not
+    go on to lease a job to nobody (it would sit out a whole lease and count as an expiry).
+    """
     await ctx.ensure_queues(req.queues)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.wait_ms / 1000
@@ -96,6 +107,8 @@ async def claim(ctx: Context, req: ClaimRequest) -> list[Lease]:
                 now = datetime.now(nxt.tzinfo)
                 sleep = min(sleep, max((nxt - now).total_seconds(), 0.0) + 0.001)
             await waiter.wait(sleep)
+        if await gone():
+            return []
 
 
 def _ref(lease_id: str) -> LeaseRef:
@@ -190,6 +203,7 @@ async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
     if row is None:
         raise await _why_not(ctx, ref, lease_id)
     ctx.events.emit("dead" if row["status"] == JobStatus.DEAD else "failed", [row])
-    if row["status"] == JobStatus.FAILED and failure.retry_in_ms == 0:
+    if row["status"] == JobStatus.FAILED:
+        # Waiters re-read when the next job becomes visible; this one may be the next.
         ctx.wakeups.publish([row["queue"]])
     return row

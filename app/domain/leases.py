@@ -24,7 +24,8 @@ class LeaseRef:
 def parse_lease_id(lease_id: str) -> LeaseRef | None:
     """The lease a lease id names, or None when it cannot be one of ours."""
     job, sep, token = lease_id.partition(_SEP)
-    if not sep or not job.isdigit() or not token.isdigit():
+    # isdigit() alone also admits digits int() refuses ("²") or reads as ours ("١"): ASCII only.
+    if not sep or not (job + token).isascii() or not job.isdigit() or not token.isdigit():
         return None
     job_id, tok = int(job), int(token)
     if job_id > 2**63 - 1 or tok > 2**63 - 1:

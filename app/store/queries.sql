@@ -175,7 +175,7 @@ WITH cur AS (
            (NOT %(retry)s OR j.attempt >= j.max_attempts) AS dead,
            now() + make_interval(secs => coalesce(
                %(retry_in_ms)s::double precision,
-               least(q.backoff_base_ms * power(2::double precision, j.attempt - 1), q.backoff_max_ms)
+               least(q.backoff_base_ms * power(2::double precision, least(j.attempt - 1, 62)), q.backoff_max_ms)
                    * (1 + %(jitter)s::double precision)
            ) / 1000.0) AS retry_at
       FROM jobs j JOIN queues q ON q.name = j.queue

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Body, Depends, Request
 from starlette.responses import Response
 
 from app.api import render
@@ -29,13 +29,14 @@ _LOST = {409: {"description": "`lease_lost`: the lease is no longer held; nothin
 
 
 @router.post("", response_model=LeaseList, summary="Claim jobs")
-async def claim(body: ClaimBody, ctx: Context = Depends(context)) -> Response:
+async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(context)) -> Response:
     """Leases up to `limit` claimable jobs. Queues are tried in the order listed, as
     Faktory's fetch does: a later queue only fills what the earlier ones left. Within a
     queue: `priority` descending, then `visible_at`, then creation. With `wait_ms`, waits
     (woken by LISTEN/NOTIFY) until at least one job is claimed or the time is up. Paused
-    queues hand out nothing; a queue with `max_running` never has more running jobs."""
-    leases = await core.claim(ctx, body.to_domain())
+    queues hand out nothing; a queue with `max_running` never has more running jobs. A
+    long-poll whose client hung up stops without claiming."""
+    leases = await core.claim(ctx, body.to_domain(), request.is_disconnected)
     return render.json_response({
         "leases": [
             {"lease_id": le.lease_id, "locked_until": le.locked_until, "job": render.job(le.job)}

@@ -1,0 +1,89 @@
+"""The jobq SDK: producers, operators and workers talk to the service through this.
+
+    from app.client import Client
+
+    with Client("http://127.0.0.1:8000", token="…") as jobq:
+        job = jobq.enqueue("email.welcome", {"user_id": 42}, queue="email", delay=5)
+        done = jobq.wait(job.id, timeout=60)
+        print(done.result)
+
+``AsyncClient`` offers the same calls for asyncio. Errors form one tree under
+``JobqError`` (drawn in ``app.client._exceptions``). Only httpx and the standard library
+are imported, so the SDK can be installed next to any application.
+"""
+
+from app.client._async_client import AsyncClient
+from app.client._base import UNSET
+from app.client._client import Client
+from app.client._exceptions import (
+    APIError,
+    Conflict,
+    Forbidden,
+    IdempotencyConflict,
+    InvalidState,
+    JobFailed,
+    JobqError,
+    LeaseLost,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    QueueFull,
+    RetryableError,
+    ServerError,
+    TransportError,
+    Unauthorized,
+    Unavailable,
+    ValidationError,
+    WaitTimeout,
+)
+from app.client._models import (
+    AckResult,
+    Job,
+    JobError,
+    JobPage,
+    JobStatus,
+    Lease,
+    NewJob,
+    Queue,
+    QueueCounts,
+    QueueSettings,
+    Schedule,
+    ScheduleJob,
+)
+
+__all__ = [
+    "APIError",
+    "AckResult",
+    "AsyncClient",
+    "Client",
+    "Conflict",
+    "Forbidden",
+    "IdempotencyConflict",
+    "InvalidState",
+    "Job",
+    "JobError",
+    "JobFailed",
+    "JobPage",
+    "JobStatus",
+    "JobqError",
+    "Lease",
+    "LeaseLost",
+    "MethodNotAllowed",
+    "NewJob",
+    "NotFound",
+    "PayloadTooLarge",
+    "Queue",
+    "QueueCounts",
+    "QueueFull",
+    "QueueSettings",
+    "RetryableError",
+    "Schedule",
+    "ScheduleJob",
+    "ServerError",
+    "TransportError",
+    "UNSET",
+    "Unauthorized",
+    "Unavailable",
+    "ValidationError",
+    "WaitTimeout",
+]

@@ -1,0 +1,244 @@
+"""What ``Client`` and ``AsyncClient`` share: request bodies, error mapping, retry timing.
+
+Nothing here does I/O, so the two clients differ only in how they send and sleep.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from enum import Enum
+from typing import Any, Final
+from urllib.parse import quote
+
+import httpx
+
+from app.client._exceptions import APIError, RetryableError, error_class
+from app.client._models import NewJob
+
+USER_AGENT: Final = "jobq-python/0.1"
+DEFAULT_TIMEOUT: Final = 30.0
+# A long-poll claim holds the request open for wait_ms; the read timeout must outlast it.
+CLAIM_TIMEOUT_MARGIN_S: Final = 10.0
+# Retry-After is optional on a 503 from a proxy; a second is a polite first guess.
+DEFAULT_RETRY_AFTER_S: Final = 1.0
+# wait() polls GET /v1/jobs/{id}: quickly at first (most jobs are short), then calmer.
+WAIT_POLL_FIRST_S: Final = 0.05
+WAIT_POLL_MAX_S: Final = 1.0
+
+
+class _Unset(Enum):
+    UNSET = "UNSET"
+
+
+UNSET: Final = _Unset.UNSET
+"""Marks an argument that was not given, where ``None`` is a meaningful value (``null``)."""
+
+Duration = float | timedelta
+
+
+def seconds(value: Duration) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def to_ms(value: Duration) -> int:
+    return round(seconds(value) * 1000)
+
+
+def rfc3339(value: datetime) -> str:
+    # A naive datetime could be local time or UTC; guessing would shift jobs by hours.
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("run_at must be timezone-aware (for example datetime.now(UTC))")
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def path(*parts: str) -> str:
+    """``/v1/...`` with each id percent-encoded: ids are opaque and may hold any character."""
+    return "/v1/" + "/".join(quote(str(p), safe="") for p in parts)
+
+
+def encode(body: Any) -> bytes:
+    # allow_nan=False: NaN is not JSON, and the service would rightly refuse it as 422.
+    return json.dumps(body, allow_nan=False, separators=(",", ":")).encode()
+
+
+def drop_unset(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not UNSET}
+
+
+def job_body(job: NewJob) -> dict[str, Any]:
+    if job.delay is not None and job.run_at is not None:
+        raise ValueError("give delay or run_at, not both")
+    body: dict[str, Any] = {"type": job.type}
+    optional = {
+        "payload": job.payload,
+        "queue": job.queue,
+        "priority": job.priority,
+        "max_attempts": job.max_attempts,
+        "idempotency_key": job.idempotency_key,
+        "delay_ms": to_ms(job.delay) if job.delay is not None else None,
+        "run_at": rfc3339(job.run_at) if job.run_at is not None else None,
+    }
+    # Absent fields take the service's (or the queue's) defaults.
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+def _names(names: Iterable[str]) -> list[str]:
+    # list("email") would claim from queues "e", "m", "a", ...; a lone string means one name.
+    return [names] if isinstance(names, str) else list(names)
+
+
+def claim_body(
+    queues: Iterable[str],
+    *,
+    worker_id: str,
+    types: Iterable[str] | None,
+    limit: int,
+    lease_ms: int | None,
+    wait_ms: int,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"worker_id": worker_id, "queues": _names(queues), "limit": limit}
+    if types is not None:
+        body["types"] = _names(types)
+    if lease_ms is not None:
+        body["lease_ms"] = lease_ms
+    if wait_ms:
+        body["wait_ms"] = wait_ms
+    return body
+
+
+def claim_timeout(base: httpx.Timeout, wait_ms: int) -> httpx.Timeout:
+    read = base.read
+    if read is None:
+        return base
+    return httpx.Timeout(
+        connect=base.connect,
+        read=read + wait_ms / 1000 + CLAIM_TIMEOUT_MARGIN_S,
+        write=base.write,
+        pool=base.pool,
+    )
+
+
+def fail_body(error: str, retry: bool | None, retry_in_ms: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"error": error}
+    if retry is not None:
+        body["retry"] = retry
+    if retry_in_ms is not None:
+        body["retry_in_ms"] = retry_in_ms
+    return body
+
+
+def ack_many_body(acks: Iterable[tuple[str, Any]] | Mapping[str, Any]) -> dict[str, Any]:
+    pairs = acks.items() if isinstance(acks, Mapping) else acks
+    return {"acks": [{"lease_id": lease_id, "result": result} for lease_id, result in pairs]}
+
+
+def dead_filter(queue: str | None, type: str | None, limit: int | None) -> dict[str, Any]:
+    return {
+        k: v for k, v in {"queue": queue, "type": type, "limit": limit}.items() if v is not None
+    }
+
+
+def schedule_job(
+    *,
+    type: str | _Unset,
+    queue: str | None | _Unset,
+    payload: Mapping[str, Any] | None | _Unset,
+    priority: int | None | _Unset,
+    max_attempts: int | None | _Unset,
+) -> dict[str, Any]:
+    return drop_unset(
+        {
+            "type": type,
+            "queue": queue,
+            "payload": dict(payload) if isinstance(payload, Mapping) else payload,
+            "priority": priority,
+            "max_attempts": max_attempts,
+        }
+    )
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds from now: delta-seconds or an HTTP-date (RFC 9110)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def error_from_response(response: httpx.Response) -> APIError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        body = {}
+    code = body.get("code") if isinstance(body.get("code"), str) else None
+    cls = error_class(response.status_code, code)
+    args: dict[str, Any] = {
+        "status": response.status_code,
+        "code": code,
+        "title": body.get("title") or response.reason_phrase or None,
+        "detail": body.get("detail"),
+        "body": body,
+    }
+    if issubclass(cls, RetryableError):
+        return cls(**args, retry_after=parse_retry_after(response.headers.get("retry-after")))
+    return cls(**args)
+
+
+def decode(response: httpx.Response) -> Any:
+    """The JSON body of a success answer, or the typed error for a failure."""
+    if response.is_error:
+        raise error_from_response(response)
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise APIError(
+            response.status_code, title="the service answered with a body that is not JSON"
+        ) from exc
+
+
+def overload_pause(error: APIError, remaining: float) -> float | None:
+    """How long to sleep before retrying an overload answer, or None to give up now.
+
+    Only ``RetryableError`` (429 and 503) is waited out: the service promises nothing was
+    done, so sending again is safe. We never sleep past the caller's budget; a wait that
+    would not fit is refused at once, so the caller learns sooner.
+    """
+    if not isinstance(error, RetryableError):
+        return None
+    pause = error.retry_after if error.retry_after is not None else DEFAULT_RETRY_AFTER_S
+    # A little jitter, so producers told "1 s" at the same moment do not return in lock-step.
+    pause *= 1 + random.uniform(0, 0.1)
+    return pause if pause <= remaining else None
+
+
+def next_poll(previous: float) -> float:
+    return min(previous * 1.5, WAIT_POLL_MAX_S)
+
+
+def make_headers(token: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    headers.update(extra or {})
+    return headers
+
+
+def make_timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    return httpx.Timeout(timeout if timeout is not None else DEFAULT_TIMEOUT)

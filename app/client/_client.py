@@ -1,0 +1,376 @@
+"""``Client``: the blocking SDK. ``AsyncClient`` mirrors it call for call."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from app.client import _base as b
+from app.client._base import UNSET, Duration, _Unset
+from app.client._exceptions import APIError, JobFailed, TransportError, WaitTimeout
+from app.client._models import (
+    AckResult,
+    Job,
+    JobPage,
+    JobStatus,
+    Lease,
+    NewJob,
+    Queue,
+    Schedule,
+    parse_time,
+)
+
+
+class Client:
+    """A blocking client for one jobq service.
+
+    ``retry_overload`` (seconds or timedelta) lets a call wait out ``429 queue_full`` and
+    ``503 unavailable`` by sleeping for the ``Retry-After`` the service sends, for at most
+    that much time in total per call; without it those answers raise at once. ``transport``
+    replaces httpx's network transport (``httpx.MockTransport`` in tests).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float | httpx.Timeout | None = b.DEFAULT_TIMEOUT,
+        retry_overload: Duration | None = None,
+        transport: httpx.BaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._timeout = b.make_timeout(timeout)
+        self._retry_budget = b.seconds(retry_overload) if retry_overload is not None else 0.0
+        self._http = httpx.Client(
+            base_url=url,
+            headers=b.make_headers(token, headers),
+            timeout=self._timeout,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: Any = UNSET,
+        params: Mapping[str, Any] | None = None,
+        http_timeout: httpx.Timeout | None = None,
+    ) -> Any:
+        content = b.encode(body) if body is not UNSET else None
+        headers = {"Content-Type": "application/json"} if content is not None else None
+        deadline = time.monotonic() + self._retry_budget
+        while True:
+            try:
+                response = self._http.request(
+                    method,
+                    url,
+                    content=content,
+                    headers=headers,
+                    params=params,
+                    timeout=http_timeout or self._timeout,
+                )
+            except httpx.TransportError as exc:
+                raise TransportError(f"{method} {url}: {exc!r}") from exc
+            try:
+                return b.decode(response)
+            except APIError as error:
+                pause = b.overload_pause(error, deadline - time.monotonic())
+                if pause is None:
+                    raise
+                time.sleep(pause)
+
+    # Producers
+
+    def enqueue(
+        self,
+        type: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Job:
+        """Enqueue one job. ``delay`` (seconds or timedelta) or ``run_at`` (aware datetime)
+        postpones it; with ``idempotency_key`` a repeat returns the existing job."""
+        job = NewJob(
+            type=type,
+            payload=dict(payload) if payload is not None else None,
+            queue=queue,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+        )
+        return Job.from_json(self._request("POST", b.path("jobs"), body=b.job_body(job)))
+
+    def enqueue_many(self, jobs: Iterable[NewJob]) -> list[Job]:
+        """Enqueue up to 1000 jobs in one transaction: all are enqueued or none."""
+        body = {"jobs": [b.job_body(job) for job in jobs]}
+        data = self._request("POST", b.path("jobs", "batch"), body=body)
+        return [Job.from_json(j) for j in data["jobs"]]
+
+    def get(self, job_id: str) -> Job:
+        return Job.from_json(self._request("GET", b.path("jobs", job_id)))
+
+    def wait(self, job_id: str, timeout: Duration) -> Job:
+        """Poll until the job finishes. Returns it when ``completed`` (its ``result`` is the
+        handler's return value); raises ``JobFailed`` when it ends ``dead`` or ``cancelled``
+        and ``WaitTimeout`` when ``timeout`` passes first."""
+        limit = b.seconds(timeout)
+        deadline = time.monotonic() + limit
+        pause = b.WAIT_POLL_FIRST_S
+        while True:
+            job = self.get(job_id)
+            if job.status == JobStatus.COMPLETED:
+                return job
+            if job.finished:
+                raise JobFailed(job)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WaitTimeout(job_id, limit)
+            time.sleep(min(pause, remaining))
+            pause = b.next_poll(pause)
+
+    # Operators
+
+    def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        status: str | None = None,
+        type: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """One page of jobs, newest first. ``iter_jobs`` follows the cursor for you."""
+        params = {"queue": queue, "status": status, "type": type, "limit": limit, "cursor": cursor}
+        data = self._request(
+            "GET", b.path("jobs"), params={k: v for k, v in params.items() if v is not None}
+        )
+        return JobPage.from_json(data)
+
+    def iter_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        status: str | None = None,
+        type: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[Job]:
+        """Every matching job, newest first, fetching pages as it goes."""
+        cursor: str | None = None
+        while True:
+            page = self.list_jobs(
+                queue=queue, status=status, type=type, limit=page_size, cursor=cursor
+            )
+            yield from page.jobs
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def cancel(self, job_id: str) -> Job:
+        return Job.from_json(self._request("POST", b.path("jobs", job_id, "cancel")))
+
+    def retry(self, job_id: str) -> Job:
+        return Job.from_json(self._request("POST", b.path("jobs", job_id, "retry")))
+
+    def replay_dead(
+        self, *, queue: str | None = None, type: str | None = None, limit: int | None = None
+    ) -> int:
+        """Send matching dead jobs back to ``pending``; returns how many."""
+        body = b.dead_filter(queue, type, limit)
+        return int(self._request("POST", b.path("dead", "replay"), body=body)["replayed"])
+
+    def purge_dead(
+        self, *, queue: str | None = None, type: str | None = None, limit: int | None = None
+    ) -> int:
+        """Delete matching dead jobs; returns how many."""
+        params = b.dead_filter(queue, type, limit)
+        return int(self._request("DELETE", b.path("dead"), params=params)["purged"])
+
+    def queues(self) -> list[Queue]:
+        return [Queue.from_json(q) for q in self._request("GET", b.path("queues"))["queues"]]
+
+    def queue(self, name: str) -> Queue:
+        return Queue.from_json(self._request("GET", b.path("queues", name)))
+
+    def update_queue(
+        self,
+        name: str,
+        *,
+        max_depth: int | None | _Unset = UNSET,
+        paused: bool | _Unset = UNSET,
+        lease_ms: int | _Unset = UNSET,
+        max_attempts: int | _Unset = UNSET,
+        backoff_base_ms: int | _Unset = UNSET,
+        backoff_max_ms: int | _Unset = UNSET,
+        max_lease_expiries: int | _Unset = UNSET,
+        aging_ms: int | None | _Unset = UNSET,
+        max_running: int | None | _Unset = UNSET,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Queue:
+        """Change the settings given; ``None`` means "no limit" / "off" where allowed.
+        ``extra`` carries settings this SDK does not name, sent as they are."""
+        body = b.drop_unset(
+            {
+                "max_depth": max_depth,
+                "paused": paused,
+                "lease_ms": lease_ms,
+                "max_attempts": max_attempts,
+                "backoff_base_ms": backoff_base_ms,
+                "backoff_max_ms": backoff_max_ms,
+                "max_lease_expiries": max_lease_expiries,
+                "aging_ms": aging_ms,
+                "max_running": max_running,
+            }
+        )
+        body.update(extra or {})
+        return Queue.from_json(self._request("PATCH", b.path("queues", name), body=body))
+
+    def put_schedule(
+        self,
+        name: str,
+        *,
+        cron: str,
+        type: str,
+        payload: Mapping[str, Any] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        timezone: str | None = None,
+        misfire: str | None = None,
+        enabled: bool | None = None,
+    ) -> Schedule:
+        """Create or replace a recurring job. Arguments left None take the service default."""
+        job = b.schedule_job(
+            type=type,
+            queue=queue if queue is not None else UNSET,
+            payload=payload if payload is not None else UNSET,
+            priority=priority if priority is not None else UNSET,
+            max_attempts=max_attempts if max_attempts is not None else UNSET,
+        )
+        options = {"timezone": timezone, "misfire": misfire, "enabled": enabled}
+        body = {"cron": cron, "job": job, **{k: v for k, v in options.items() if v is not None}}
+        data = self._request("PUT", b.path("schedules", name), body=body)
+        return Schedule.from_json(data, name)
+
+    def get_schedule(self, name: str) -> Schedule:
+        return Schedule.from_json(self._request("GET", b.path("schedules", name)), name)
+
+    def list_schedules(self) -> list[Schedule]:
+        data = self._request("GET", b.path("schedules"))
+        items = data["schedules"] if isinstance(data, dict) else data
+        return [Schedule.from_json(s) for s in items]
+
+    def update_schedule(
+        self,
+        name: str,
+        *,
+        cron: str | _Unset = UNSET,
+        timezone: str | _Unset = UNSET,
+        misfire: str | _Unset = UNSET,
+        enabled: bool | _Unset = UNSET,
+        type: str | _Unset = UNSET,
+        payload: Mapping[str, Any] | None | _Unset = UNSET,
+        queue: str | None | _Unset = UNSET,
+        priority: int | None | _Unset = UNSET,
+        max_attempts: int | None | _Unset = UNSET,
+    ) -> Schedule:
+        """Change what is given. Job fields go in a partial ``job`` object (merge-patch)."""
+        body = b.drop_unset(
+            {"cron": cron, "timezone": timezone, "misfire": misfire, "enabled": enabled}
+        )
+        job = b.schedule_job(
+            type=type, queue=queue, payload=payload, priority=priority, max_attempts=max_attempts
+        )
+        if job:
+            body["job"] = job
+        data = self._request("PATCH", b.path("schedules", name), body=body)
+        return Schedule.from_json(data, name)
+
+    def delete_schedule(self, name: str) -> None:
+        self._request("DELETE", b.path("schedules", name))
+
+    # Workers
+
+    def claim(
+        self,
+        queues: Iterable[str],
+        *,
+        worker_id: str,
+        types: Iterable[str] | None = None,
+        limit: int = 1,
+        lease_ms: int | None = None,
+        wait_ms: int = 0,
+    ) -> list[Lease]:
+        """Lease up to ``limit`` jobs; with ``wait_ms`` the call long-polls until one is ready."""
+        body = b.claim_body(
+            queues,
+            worker_id=worker_id,
+            types=types,
+            limit=limit,
+            lease_ms=lease_ms,
+            wait_ms=wait_ms,
+        )
+        data = self._request(
+            "POST",
+            b.path("leases"),
+            body=body,
+            http_timeout=b.claim_timeout(self._timeout, wait_ms),
+        )
+        return [Lease.from_json(lease) for lease in data["leases"]]
+
+    def heartbeat(self, lease_id: str, extend_ms: int | None = None) -> datetime | None:
+        """Extend a lease; returns the new ``locked_until``. Raises ``LeaseLost`` if it is gone."""
+        body = {"extend_ms": extend_ms} if extend_ms is not None else {}
+        data = self._request("POST", b.path("leases", lease_id, "heartbeat"), body=body)
+        return parse_time(data.get("locked_until"))
+
+    def ack(self, lease_id: str, result: Any = None) -> Job:
+        """Complete the job with ``result`` (any JSON). Raises ``LeaseLost`` if it is gone."""
+        data = self._request("POST", b.path("leases", lease_id, "ack"), body={"result": result})
+        return Job.from_json(data)
+
+    def ack_many(self, acks: Iterable[tuple[str, Any]] | Mapping[str, Any]) -> list[AckResult]:
+        """Ack many leases at once (``{lease_id: result}`` or pairs); a lost lease does not
+        fail the others, so check each ``AckResult.ok``."""
+        data = self._request("POST", b.path("leases", "ack"), body=b.ack_many_body(acks))
+        return [AckResult.from_json(r) for r in data["results"]]
+
+    def fail(
+        self,
+        lease_id: str,
+        error: str,
+        *,
+        retry: bool | None = None,
+        retry_in_ms: int | None = None,
+    ) -> Job:
+        """Report a failed attempt. ``retry=False`` sends the job dead; ``retry_in_ms``
+        overrides the queue's backoff."""
+        body = b.fail_body(error, retry, retry_in_ms)
+        return Job.from_json(self._request("POST", b.path("leases", lease_id, "fail"), body=body))

@@ -1,0 +1,182 @@
+"""The SDK's one exception tree. Every error the SDK raises on purpose is a ``JobqError``.
+
+    JobqError
+    ├── TransportError            no HTTP answer: connection refused or reset, timeout, DNS
+    ├── WaitTimeout               wait(): the job did not finish in time (also a TimeoutError)
+    ├── JobFailed                 wait(): the job ended dead or cancelled; ``.job`` has it
+    └── APIError                  the service answered 4xx/5xx; ``status``, ``code``, ``detail``
+        ├── ValidationError       422 validation_error; ``errors`` lists ``{"loc", "msg"}``
+        ├── Unauthorized          401 unauthorized: no token, or an unknown one
+        ├── Forbidden             403 forbidden: role or queue pattern does not allow the call
+        ├── NotFound              404 not_found: unknown job, lease, queue or schedule
+        ├── MethodNotAllowed      405 method_not_allowed
+        ├── Conflict              409
+        │   ├── LeaseLost             lease_lost: the lease is no longer held; stop working
+        │   ├── IdempotencyConflict   idempotency_conflict: same key, other type or payload
+        │   └── InvalidState          invalid_state: the job's status forbids the operation
+        ├── PayloadTooLarge       413 payload_too_large: the body is over the size limit
+        ├── RetryableError        come back later; ``retry_after`` seconds (None if not said)
+        │   ├── QueueFull             429 queue_full: the queue is at its max_depth
+        │   └── Unavailable           503 unavailable: the database cannot be reached
+        └── ServerError           any other 5xx (the contract promises none; proxies may)
+
+The class is chosen from the problem+json ``code`` first and the HTTP status second, so
+an answer from a proxy that is not problem+json still lands on a sensible class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.client._models import Job
+
+
+class JobqError(Exception):
+    """Root of every error the SDK raises on purpose."""
+
+
+class TransportError(JobqError):
+    """The request got no HTTP answer. The underlying httpx error is ``__cause__``."""
+
+
+class WaitTimeout(JobqError, TimeoutError):
+    """``wait()`` gave up before the job reached a final status."""
+
+    def __init__(self, job_id: str, timeout: float) -> None:
+        super().__init__(f"job {job_id} did not finish within {timeout:g} s")
+        self.job_id = job_id
+        self.timeout = timeout
+
+
+class JobFailed(JobqError):
+    """``wait()`` saw the job end ``dead`` or ``cancelled`` instead of ``completed``."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(f"job {job.id} ended {job.status}: {job.last_error or 'no error text'}")
+        self.job = job
+
+
+class APIError(JobqError):
+    """The service answered with an error status (RFC 9457 problem details in ``body``)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str | None = None,
+        title: str | None = None,
+        detail: str | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.title = title
+        self.detail = detail
+        self.body = body or {}
+        label = f"{status} {code}" if code else str(status)
+        super().__init__(f"{label}: {detail or title or 'no detail'}")
+
+
+class ValidationError(APIError):
+    """422: the request was malformed. ``errors`` is the service's ``[{"loc", "msg"}]``."""
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        errors = self.body.get("errors")
+        return errors if isinstance(errors, list) else []
+
+
+class Unauthorized(APIError):
+    pass
+
+
+class Forbidden(APIError):
+    pass
+
+
+class NotFound(APIError):
+    pass
+
+
+class MethodNotAllowed(APIError):
+    pass
+
+
+class Conflict(APIError):
+    pass
+
+
+class LeaseLost(Conflict):
+    pass
+
+
+class IdempotencyConflict(Conflict):
+    pass
+
+
+class InvalidState(Conflict):
+    pass
+
+
+class PayloadTooLarge(APIError):
+    pass
+
+
+class RetryableError(APIError):
+    """The service asks the caller to come back later.
+
+    ``retry_after`` is the ``Retry-After`` header in seconds, or None when it was absent.
+    """
+
+    def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.retry_after = retry_after
+
+
+class QueueFull(RetryableError):
+    pass
+
+
+class Unavailable(RetryableError):
+    pass
+
+
+class ServerError(APIError):
+    pass
+
+
+_BY_CODE: dict[str, type[APIError]] = {
+    "validation_error": ValidationError,
+    "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
+    "not_found": NotFound,
+    "method_not_allowed": MethodNotAllowed,
+    "lease_lost": LeaseLost,
+    "idempotency_conflict": IdempotencyConflict,
+    "invalid_state": InvalidState,
+    "payload_too_large": PayloadTooLarge,
+    "queue_full": QueueFull,
+    "unavailable": Unavailable,
+}
+
+_BY_STATUS: dict[int, type[APIError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    413: PayloadTooLarge,
+    422: ValidationError,
+    # A 429 without our code (a proxy's rate limit, say) is still "come back later".
+    429: RetryableError,
+    503: Unavailable,
+}
+
+
+def error_class(status: int, code: str | None) -> type[APIError]:
+    """The class for an error answer: by ``code`` when known, else by status."""
+    if code in _BY_CODE:
+        return _BY_CODE[code]
+    if status in _BY_STATUS:
+        return _BY_STATUS[status]
+    return ServerError if status >= 500 else APIError

@@ -1,0 +1,117 @@
+"""Finding handlers by name, and the one call the ``jobq worker`` command makes."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from app.client import APIError
+from app.worker._worker import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_GRACE_PERIOD_S,
+    DEFAULT_WAIT_MS,
+    Handler,
+    Worker,
+)
+
+log = logging.getLogger("jobq.worker")
+
+
+def load_handlers(spec: str) -> dict[str, Handler]:
+    """Import ``"package.module:attribute"`` and return its handlers.
+
+    The attribute (a dotted path is allowed: ``"myapp.jobs:registry.handlers"``) is either
+    a mapping of job type to callable, or a callable taking no arguments that returns one,
+    so a factory can build handlers that need set-up. Raises ``ValueError`` saying what is
+    wrong with the spec.
+    """
+    module_name, sep, attr_path = spec.partition(":")
+    if not sep or not module_name or not attr_path:
+        raise ValueError(f"handler spec {spec!r}: expected 'package.module:attribute'")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"handler spec {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    for part in attr_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError as exc:
+            raise ValueError(f"handler spec {spec!r}: {part!r} not found") from exc
+    if callable(target) and not isinstance(target, Mapping):
+        target = target()
+    if not isinstance(target, Mapping):
+        raise ValueError(
+            f"handler spec {spec!r}: expected a mapping of job type to handler "
+            f"(or a function returning one), got {type(target).__name__}"
+        )
+    handlers: dict[str, Handler] = {}
+    for job_type, fn in target.items():
+        if not isinstance(job_type, str) or not callable(fn):
+            raise ValueError(
+                f"handler spec {spec!r}: entry {job_type!r}: {fn!r} is not a job type "
+                "(str) mapped to a callable"
+            )
+        handlers[job_type] = fn
+    if not handlers:
+        raise ValueError(f"handler spec {spec!r}: the mapping is empty")
+    return handlers
+
+
+def run_worker(
+    url: str,
+    spec: str,
+    queues: Sequence[str] | str,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    *,
+    token: str | None = None,
+    lease_ms: int | None = None,
+    worker_id: str | None = None,
+    grace_period: float = DEFAULT_GRACE_PERIOD_S,
+    wait_ms: int = DEFAULT_WAIT_MS,
+    app_dir: str | None = ".",
+    transport: httpx.AsyncBaseTransport | None = None,
+    on_ready: Callable[[Worker], None] | None = None,
+) -> int:
+    """Load ``spec`` with ``load_handlers``, run a ``Worker`` until SIGTERM/SIGINT and
+    return the process exit status: 0 after a graceful stop, 1 when the service refused
+    to hand out work (bad token, forbidden queue). ``queues`` may be ``"default,email"``.
+
+    ``app_dir`` goes first on ``sys.path`` (the current directory by default), since a
+    console script does not put it there and ``myapp.jobs`` would not be found.
+    """
+    if app_dir is not None:
+        path = os.path.abspath(app_dir)
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    if isinstance(queues, str):
+        queues = [q.strip() for q in queues.split(",") if q.strip()]
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        )
+    worker = Worker(
+        url,
+        queues=queues,
+        handlers=load_handlers(spec),
+        concurrency=concurrency,
+        lease_ms=lease_ms,
+        token=token,
+        worker_id=worker_id,
+        grace_period=grace_period,
+        wait_ms=wait_ms,
+        transport=transport,
+    )
+    if on_ready is not None:
+        on_ready(worker)
+    try:
+        worker.run()
+    except APIError as exc:
+        log.error("worker stopped: %s", exc)
+        return 1
+    return 0

@@ -1,0 +1,714 @@
+"""The worker runner: claim → run the handler → ack or fail, with heartbeats and shutdown.
+
+One asyncio loop does all the talking to the service through ``AsyncClient``:
+
+- the claim loop asks for exactly as many jobs as there are free slots, long-polling
+  while idle, and backs off with jitter when the service cannot be reached;
+- each job runs in its own task: ``async def`` handlers on the loop, plain functions in
+  a thread pool;
+- one heartbeat task extends every running lease at a third of its length (the
+  contract has no batch heartbeat, so the calls go out concurrently);
+- one acker task batches acks: whatever finishes while an ack is in flight goes out
+  together in the next ``POST /v1/leases/ack``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import random
+import secrets
+import signal
+import socket
+import threading
+import traceback
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, TypeVar
+
+import httpx
+
+from app.client import (
+    APIError,
+    AsyncClient,
+    Job,
+    Lease,
+    LeaseLost,
+    NotFound,
+    PayloadTooLarge,
+    RetryableError,
+    ServerError,
+    TransportError,
+)
+from app.worker._control import Discard, Retry
+from app.worker._threads import DaemonThreadPool
+
+log = logging.getLogger("jobq.worker")
+
+Handler = Callable[[Job], Any]
+"""A job handler: gets the ``Job``, returns (or, if ``async def``, resolves to) its result."""
+
+T = TypeVar("T")
+
+DEFAULT_CONCURRENCY: Final = 10
+DEFAULT_WAIT_MS: Final = 10_000
+DEFAULT_GRACE_PERIOD_S: Final = 30.0
+MAX_WAIT_MS: Final = 30_000
+MAX_BATCH: Final = 1000
+# Beat at a third of the lease: two beats can fail before the lease runs out.
+HEARTBEAT_FRACTION: Final = 1 / 3
+# Without lease_ms the lease length is read off the first locked_until; this floor keeps a
+# skewed clock from turning that into a heartbeat storm.
+MIN_LEASE_ESTIMATE_S: Final = 1.0
+FALLBACK_LEASE_S: Final = 30.0
+# After the grace period, the acks and fails still owed get this long before we exit.
+FINAL_REPORT_S: Final = 10.0
+# Claim and report retries when the service is unreachable: exponential, full jitter.
+BACKOFF_FIRST_S: Final = 0.5
+BACKOFF_MAX_S: Final = 30.0
+# A claim that comes back empty sooner than this (no long-poll: wait_ms=0, or an older
+# service) is followed by a pause, so an idle worker never spins.
+MIN_EMPTY_POLL_S: Final = 0.25
+# Error texts are stored with the job; keep them well under the service's body limit.
+MAX_ERROR_CHARS: Final = 16_000
+SHUTDOWN_ERROR: Final = "worker shut down before the job finished; handed back for another worker"
+
+
+@dataclass(frozen=True)
+class _Ack:
+    result: Any
+
+
+@dataclass(frozen=True)
+class _Fail:
+    error: str
+    retry: bool | None = None
+    retry_in_ms: int | None = None
+
+
+@dataclass(eq=False)
+class _Running:
+    """A job this worker holds a lease on, from claim until its ack or fail is answered."""
+
+    lease: Lease
+    is_async: bool
+    lease_s: float
+    next_beat: float  # loop time
+    task: asyncio.Task[None] | None = None
+    beating: bool = False
+    reporting: bool = False  # the handler is done; its ack or fail is under way
+    lost: bool = False  # the service says the lease is gone: never ack or fail it
+    abandoned: bool = False  # the grace period ran out: hand it back
+
+
+@dataclass
+class _Backoff:
+    failures: int = 0
+
+    def next(self, retry_after: float | None = None) -> float:
+        self.failures += 1
+        if retry_after is not None:
+            return retry_after * random.uniform(1.0, 1.1)
+        ceiling = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (self.failures - 1))
+        return random.uniform(ceiling / 2, ceiling)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class _Stopped(Exception):
+    """The worker was asked to stop while waiting."""
+
+
+class _GaveUp(Exception):
+    """A report could not reach the service before the shutdown deadline."""
+
+
+_TRANSIENT = (TransportError, RetryableError, ServerError)
+
+
+def describe(exc: BaseException) -> str:
+    """The ``error`` text for a failed attempt: the message first, then the traceback."""
+    message = f"{type(exc).__qualname__}: {exc}"
+    text = f"{message}\n\n{''.join(traceback.format_exception(exc))}"
+    return truncate(text)
+
+
+def truncate(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """Keep the head (the message) and the tail (where it was raised) of a long text."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n… {len(text) - limit} characters cut …\n"
+    head = limit // 4
+    return text[:head] + marker + text[-(limit - head - len(marker)) :]
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    # An instance whose __call__ is `async def` is an async handler too.
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+class Worker:
+    """Runs handlers for jobs claimed from ``queues``.
+
+    ``handlers`` maps a job type to a function. The function gets the ``Job`` (``id``,
+    ``queue``, ``type``, ``payload``, ``attempt``, ``max_attempts``, ...) and its return
+    value, which must be JSON-serialisable, becomes the job's ``result``. Delivery is at
+    least once: pass ``job.id`` to downstream systems as their idempotency key, so a
+    retried job does not charge a card or send an e-mail twice.
+
+    - ``async def`` handlers run on the event loop, plain functions in a thread pool of
+      ``concurrency`` threads. At most ``concurrency`` jobs run at once.
+    - Raising ``Retry(in_ms=...)`` retries after that delay; ``Discard(reason)`` sends
+      the job dead; any other exception fails the attempt with its message and traceback
+      and the queue's backoff applies.
+    - If the lease is lost (the job was cancelled, or the lease expired and another worker
+      took it), an async handler is cancelled and a sync handler's result is dropped.
+    - Only job types in ``handlers`` are claimed.
+
+    Without ``lease_ms`` the queue's lease length applies; the heartbeat rhythm is then read
+    off the first ``locked_until``, which assumes the clocks agree to within seconds.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        queues: Sequence[str],
+        handlers: Mapping[str, Handler],
+        concurrency: int = DEFAULT_CONCURRENCY,
+        lease_ms: int | None = None,
+        token: str | None = None,
+        worker_id: str | None = None,
+        grace_period: float = DEFAULT_GRACE_PERIOD_S,
+        wait_ms: int = DEFAULT_WAIT_MS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        if isinstance(queues, str):
+            queues = [queues]
+        if not queues:
+            raise ValueError("queues: give at least one queue name")
+        if not handlers:
+            raise ValueError("handlers: give at least one job type and its handler")
+        for job_type, fn in handlers.items():
+            if not callable(fn):
+                raise TypeError(f"handlers[{job_type!r}] is not callable: {fn!r}")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if lease_ms is not None and lease_ms < 1:
+            raise ValueError(f"lease_ms must be positive, not {lease_ms}")
+        if not 0 <= wait_ms <= MAX_WAIT_MS:
+            raise ValueError(f"wait_ms must be between 0 and {MAX_WAIT_MS}, not {wait_ms}")
+        if grace_period < 0:
+            raise ValueError(f"grace_period must not be negative, not {grace_period}")
+        self.url = url
+        self.queues = list(queues)
+        self.handlers = dict(handlers)
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.grace_period = grace_period
+        self.wait_ms = wait_ms
+        self._token = token
+        self._transport = transport
+        self._is_async = {job_type: _is_async(fn) for job_type, fn in self.handlers.items()}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_requested = False
+
+    # Running and stopping
+
+    def run(self) -> None:
+        """Run until SIGTERM or SIGINT, then shut down gracefully (see ``run_async``).
+
+        A second signal exits the process at once with status 128 + signal number
+        (130 for SIGINT, 143 for SIGTERM); leases still held then expire on the service.
+        """
+        asyncio.run(self.run_async(handle_signals=True))
+
+    async def run_async(self, *, handle_signals: bool = False) -> None:
+        """Work until ``stop()`` (or, with ``handle_signals``, SIGTERM/SIGINT).
+
+        Stopping aborts the claim in flight, gives running jobs ``grace_period`` seconds
+        to finish and be acked, then fails the rest with ``retry_in_ms: 0`` so another
+        worker takes them at once. Returns normally after a graceful stop; re-raises the
+        ``APIError`` if the service refused to hand out work (bad token, forbidden queue).
+        """
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._stop = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._beats_changed = asyncio.Event()
+        self._running: dict[str, _Running] = {}
+        self._beat_tasks: set[asyncio.Task[None]] = set()
+        self._report_deadline = float("inf")
+        self._signals = 0
+        self._fatal: APIError | None = None
+        if self._stop_requested:  # stop() came before the loop existed
+            self._stop.set()
+            self._stop_requested = False
+        installed = self._install_signal_handlers() if handle_signals else []
+        self._pool = DaemonThreadPool(self.concurrency)
+        self._acker = _Acker(self)
+        log.info(
+            "worker %s: queues=%s types=%s concurrency=%d",
+            self.worker_id,
+            ",".join(self.queues),
+            ",".join(sorted(self.handlers)),
+            self.concurrency,
+        )
+        try:
+            async with AsyncClient(self.url, token=self._token, transport=self._transport) as c:
+                self._client = c
+                helpers = [
+                    asyncio.create_task(self._heartbeat_loop(), name="jobq-heartbeats"),
+                    asyncio.create_task(self._acker.run(), name="jobq-acker"),
+                ]
+                try:
+                    await self._claim_loop()
+                    await self._drain()
+                finally:
+                    # Normally only the helpers are left; after a cancel, the jobs too.
+                    jobs = [r.task for r in self._running.values() if r.task is not None]
+                    leftovers = [*helpers, *self._beat_tasks, *jobs]
+                    for task in leftovers:
+                        task.cancel()
+                    await asyncio.gather(*leftovers, return_exceptions=True)
+        finally:
+            self._pool.shutdown()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            self._loop = None
+        log.info("worker %s: stopped", self.worker_id)
+        if self._fatal is not None:
+            raise self._fatal
+
+    def stop(self) -> None:
+        """Begin a graceful shutdown. Safe to call from any thread."""
+        loop = self._loop
+        if loop is None:
+            self._stop_requested = True
+            return
+        if _on_loop_thread(loop):
+            self._stop.set()
+        else:
+            loop.call_soon_threadsafe(self._stop.set)
+
+    def _install_signal_handlers(self) -> list[signal.Signals]:
+        if threading.current_thread() is not threading.main_thread():
+            log.warning("not on the main thread: SIGTERM/SIGINT handlers not installed")
+            return []
+        loop = self._loop
+        assert loop is not None
+        installed = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                installed.append(sig)
+            except NotImplementedError:  # Windows event loops have no add_signal_handler
+                signal.signal(sig, lambda s, _f: loop.call_soon_threadsafe(self._on_signal, s))
+        return installed
+
+    def _on_signal(self, sig: int) -> None:
+        self._signals += 1
+        name = signal.Signals(sig).name
+        if self._signals == 1:
+            log.warning(
+                "%s: stopping; running jobs get %gs to finish (send it again to exit at once)",
+                name,
+                self.grace_period,
+            )
+            self._stop.set()
+            return
+        status = 128 + sig
+        log.critical(
+            "second %s: exiting now with status %d; %d leases left to expire on the service",
+            name,
+            status,
+            len(self._running),
+        )
+        logging.shutdown()
+        # At once means at once: no await, no thread join (a sync handler may be stuck).
+        os._exit(status)
+
+    # Claiming
+
+    async def _claim_loop(self) -> None:
+        assert self._loop is not None
+        backoff = _Backoff()
+        types = sorted(self.handlers)
+        while not self._stop.is_set():
+            free = self.concurrency - len(self._running)
+            if free <= 0:
+                self._slot_freed.clear()
+                with suppress(_Stopped):
+                    await self._until_stopped(self._slot_freed.wait())
+                continue
+            started = self._loop.time()
+            try:
+                leases = await self._until_stopped(
+                    self._client.claim(
+                        self.queues,
+                        worker_id=self.worker_id,
+                        types=types,
+                        limit=free,
+                        lease_ms=self.lease_ms,
+                        wait_ms=self.wait_ms,
+                    )
+                )
+            except _Stopped:
+                return
+            except _TRANSIENT as exc:
+                retry_after = exc.retry_after if isinstance(exc, RetryableError) else None
+                pause = backoff.next(retry_after)
+                log.warning("claim failed (%s); retrying in %.1fs", exc, pause)
+                await self._pause(pause)
+                continue
+            except APIError as exc:
+                # 401, 403, 422...: asking again will not help. Finish what we hold, then stop.
+                log.error("claim refused by the service (%s); stopping", exc)
+                self._fatal = exc
+                self._stop.set()
+                return
+            except Exception:
+                # A bug or a surprising answer must not kill a worker that holds leases.
+                pause = backoff.next()
+                log.exception("claim crashed; retrying in %.1fs", pause)
+                await self._pause(pause)
+                continue
+            backoff.reset()
+            for lease in leases:
+                self._start(lease)
+            elapsed = self._loop.time() - started
+            if not leases and elapsed < MIN_EMPTY_POLL_S:
+                await self._pause((MIN_EMPTY_POLL_S - elapsed) * random.uniform(1.0, 1.5))
+
+    async def _until_stopped(self, aw: Coroutine[Any, Any, T]) -> T:
+        """Await ``aw`` unless a stop comes first; then cancel it and raise ``_Stopped``."""
+        task = asyncio.ensure_future(aw)
+        stop = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not task.done():
+                task.cancel()
+        try:
+            # A claim answered just as the stop came: keep its leases, the drain runs them.
+            return await task
+        except asyncio.CancelledError:
+            if task.cancelled() and self._stop.is_set():
+                raise _Stopped from None
+            raise
+
+    async def _pause(self, seconds: float) -> None:
+        await _wait_event(self._stop, seconds)
+
+    def _start(self, lease: Lease) -> None:
+        assert self._loop is not None
+        lease_s = self._lease_length(lease)
+        running = _Running(
+            lease=lease,
+            is_async=self._is_async.get(lease.job.type, False),
+            lease_s=lease_s,
+            next_beat=self._loop.time() + lease_s * HEARTBEAT_FRACTION,
+        )
+        self._running[lease.lease_id] = running
+        running.task = asyncio.create_task(self._process(running), name=f"jobq-job-{lease.job.id}")
+        self._beats_changed.set()
+        log.debug(
+            "job %s (%s): claimed, attempt %d", lease.job.id, lease.job.type, lease.job.attempt
+        )
+
+    def _lease_length(self, lease: Lease) -> float:
+        if self.lease_ms is not None:
+            return self.lease_ms / 1000
+        if lease.locked_until is None:
+            return FALLBACK_LEASE_S
+        remaining = (lease.locked_until - datetime.now(UTC)).total_seconds()
+        return max(MIN_LEASE_ESTIMATE_S, remaining)
+
+    # Running one job
+
+    async def _process(self, r: _Running) -> None:
+        job = r.lease.job
+        try:
+            try:
+                outcome: _Ack | _Fail = await self._call_handler(r)
+            except asyncio.CancelledError:
+                if not (r.lost or r.abandoned):
+                    raise  # the worker itself is being torn down
+                current = asyncio.current_task()
+                if current is not None:
+                    current.uncancel()
+                outcome = _Fail(SHUTDOWN_ERROR, retry_in_ms=0)
+            if r.lost:
+                log.debug("job %s: lease was lost; its outcome is dropped", job.id)
+                return
+            r.reporting = True
+            try:
+                await self._report(r, outcome)
+            except Exception:
+                log.exception("job %s: reporting its outcome failed; the lease will expire", job.id)
+        finally:
+            self._running.pop(r.lease.lease_id, None)
+            self._slot_freed.set()
+            self._beats_changed.set()
+
+    async def _call_handler(self, r: _Running) -> _Ack | _Fail:
+        job = r.lease.job
+        handler = self.handlers.get(job.type)
+        if handler is None:  # the types filter should make this impossible
+            return _Fail(f"this worker has no handler for job type {job.type!r}")
+        try:
+            if r.is_async:
+                value = await handler(job)  # type: ignore[misc]
+            else:
+                value = await self._pool.run(handler, job)
+        except Retry as exc:
+            return _Fail(f"Retry: {exc.reason}", retry_in_ms=exc.in_ms)
+        except Discard as exc:
+            return _Fail(f"Discard: {exc.reason}", retry=False)
+        except Exception as exc:
+            log.info("job %s (%s) failed: %s: %s", job.id, job.type, type(exc).__name__, exc)
+            return _Fail(describe(exc))
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()  # never awaited; close it so Python does not warn later
+            return _Fail(
+                f"the handler for {job.type!r} returned an awaitable instead of a result; "
+                "declare it `async def` so the worker awaits it",
+                retry=False,
+            )
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            # Retrying would run the side effects again only to fail the same way: dead.
+            return _Fail(
+                f"the handler for {job.type!r} returned a value that is not JSON-serialisable "
+                f"({type(value).__name__}): {exc}",
+                retry=False,
+            )
+        return _Ack(value)
+
+    async def _report(self, r: _Running, outcome: _Ack | _Fail) -> None:
+        failure = await self._send_ack(r, outcome) if isinstance(outcome, _Ack) else outcome
+        if failure is not None:
+            await self._send_fail(r, failure)
+
+    async def _send_ack(self, r: _Running, ack: _Ack) -> _Fail | None:
+        """Ack; returns the failure to report instead when the service refuses the result."""
+        job = r.lease.job
+        try:
+            code = await self._acker.ack(r.lease.lease_id, ack.result)
+        except PayloadTooLarge as exc:
+            return _Fail(f"the service refused the result as too large: {exc}", retry=False)
+        except _GaveUp:
+            log.error("job %s: could not ack before exit; the lease will expire", job.id)
+        except APIError as exc:
+            return _Fail(f"the service refused the ack: {exc}", retry=False)
+        else:
+            if code == "ok":
+                log.debug("job %s: acked", job.id)
+            else:
+                log.warning("job %s: ack answered %s; the result is dropped", job.id, code)
+        return None
+
+    async def _send_fail(self, r: _Running, failure: _Fail) -> None:
+        job = r.lease.job
+        try:
+            await self._retrying(
+                lambda: self._client.fail(
+                    r.lease.lease_id,
+                    failure.error,
+                    retry=failure.retry,
+                    retry_in_ms=failure.retry_in_ms,
+                )
+            )
+        except (LeaseLost, NotFound) as exc:
+            log.warning("job %s: fail answered %s; nothing more to do", job.id, exc.code)
+        except _GaveUp:
+            log.error("job %s: could not report the failure before exit", job.id)
+        except APIError as exc:
+            log.error("job %s: the service refused the failure report: %s", job.id, exc)
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Retry a report through outages. Safe: the lease id fences every retry, so a
+        duplicate is answered ``lease_lost`` and changes nothing."""
+        assert self._loop is not None
+        backoff = _Backoff()
+        while True:
+            try:
+                return await call()
+            except _TRANSIENT as exc:
+                retry_after = exc.retry_after if isinstance(exc, RetryableError) else None
+                pause = backoff.next(retry_after)
+                if self._loop.time() + pause > self._report_deadline:
+                    raise _GaveUp from exc
+                log.warning("report failed (%s); retrying in %.1fs", exc, pause)
+                await asyncio.sleep(pause)
+
+    # Heartbeats
+
+    async def _heartbeat_loop(self) -> None:
+        assert self._loop is not None
+        while True:
+            now = self._loop.time()
+            waiting = [r for r in self._running.values() if not (r.lost or r.beating)]
+            for r in waiting:
+                if r.next_beat <= now:
+                    r.beating = True
+                    task = asyncio.create_task(self._beat(r))
+                    self._beat_tasks.add(task)
+                    task.add_done_callback(self._beat_tasks.discard)
+            upcoming = [r.next_beat for r in waiting if not r.beating]
+            self._beats_changed.clear()
+            timeout = max(0.0, min(upcoming) - now) if upcoming else None
+            await _wait_event(self._beats_changed, timeout)
+
+    async def _beat(self, r: _Running) -> None:
+        assert self._loop is not None
+        job = r.lease.job
+        try:
+            await self._client.heartbeat(r.lease.lease_id, extend_ms=self.lease_ms)
+            r.next_beat = self._loop.time() + r.lease_s * HEARTBEAT_FRACTION
+        except (LeaseLost, NotFound) as exc:
+            self._lose(r, exc)
+        except Exception as exc:
+            # The lease may well still be held: try again soon, well before it runs out.
+            retry_in = min(2.0, r.lease_s * HEARTBEAT_FRACTION / 2) * random.uniform(0.8, 1.2)
+            log.warning("job %s: heartbeat failed (%s); retrying in %.1fs", job.id, exc, retry_in)
+            r.next_beat = self._loop.time() + retry_in
+        finally:
+            r.beating = False
+            self._beats_changed.set()
+
+    def _lose(self, r: _Running, exc: APIError) -> None:
+        if r.lost or r.lease.lease_id not in self._running:
+            return
+        r.lost = True
+        job = r.lease.job
+        log.warning(
+            "job %s (%s): lease lost (%s): cancelled, or expired and taken by another worker",
+            job.id,
+            job.type,
+            exc.code,
+        )
+        # An async handler can be stopped; a thread cannot, so its result is dropped later.
+        if r.is_async and not r.reporting and r.task is not None:
+            r.task.cancel()
+
+    # Shutdown
+
+    async def _drain(self) -> None:
+        assert self._loop is not None
+        tasks = [r.task for r in self._running.values() if r.task is not None]
+        if tasks:
+            log.info("waiting up to %gs for %d running jobs", self.grace_period, len(tasks))
+            await asyncio.wait(tasks, timeout=self.grace_period)
+        self._report_deadline = self._loop.time() + FINAL_REPORT_S
+        late = [r for r in self._running.values() if not (r.reporting or r.lost)]
+        if late:
+            log.warning("grace period over: handing back %d jobs", len(late))
+        for r in late:
+            r.abandoned = True
+            if r.task is not None:
+                r.task.cancel()
+        tasks = [r.task for r in self._running.values() if r.task is not None]
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=FINAL_REPORT_S + 1.0)
+            for task in pending:  # lost sync jobs whose threads are still busy
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _Acker:
+    """Sends acks, batching the ones that pile up while a request is in flight.
+
+    No timer: a lone ack goes out at once, and under load the batches grow by themselves.
+    """
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self._pending: list[tuple[str, Any, asyncio.Future[str]]] = []
+        self._wake = asyncio.Event()
+
+    async def ack(self, lease_id: str, result: Any) -> str:
+        """Ack one lease; returns ``"ok"`` or the code that says why not (``lease_lost``)."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending.append((lease_id, result, future))
+        self._wake.set()
+        return await future
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch = self._pending[:MAX_BATCH]
+                del self._pending[:MAX_BATCH]
+                await self._send(batch)
+
+    async def _send(self, batch: list[tuple[str, Any, asyncio.Future[str]]]) -> None:
+        client = self._worker._client
+        if len(batch) == 1:
+            lease_id, result, future = batch[0]
+            try:
+                await self._worker._retrying(lambda: client.ack(lease_id, result))
+            except (LeaseLost, NotFound) as exc:
+                _settle(future, exc.code or "lease_lost")
+            except Exception as exc:
+                _settle(future, exc)
+            else:
+                _settle(future, "ok")
+            return
+        try:
+            results = await self._worker._retrying(
+                lambda: client.ack_many([(lease_id, result) for lease_id, result, _ in batch])
+            )
+        except PayloadTooLarge:
+            # Each result fits but together they do not: send them one by one.
+            await asyncio.gather(*(self._send([item]) for item in batch))
+            return
+        except Exception as exc:
+            for *_, future in batch:
+                _settle(future, exc)
+            return
+        by_id = {r.lease_id: r for r in results}
+        for lease_id, _, future in batch:
+            answer = by_id.get(lease_id)
+            if answer is None:
+                _settle(future, "missing from the batch answer")
+            else:
+                _settle(future, "ok" if answer.ok else answer.code or "not ok")
+
+
+def _settle(future: asyncio.Future[str], value: str | BaseException) -> None:
+    if future.done():  # the job task was cancelled meanwhile
+        return
+    if isinstance(value, BaseException):
+        future.set_exception(value)
+    else:
+        future.set_result(value)
+
+
+def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+async def _wait_event(event: asyncio.Event, seconds: float | None) -> None:
+    """Wait for ``event``, at most ``seconds`` (None: no limit).
+
+    Not ``asyncio.wait_for``: on 3.11 it can swallow a cancel that lands just as the event
+    fires, and a helper task would then never end.
+    """
+    with suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()

@@ -1,0 +1,120 @@
+"""An in-memory stand-in for the service's worker endpoints, as an httpx async transport.
+
+Just enough of the contract for the worker's unit tests: claim (with a long-poll that
+sleeps), heartbeat, ack, batch ack and fail, with switches to lose leases or go down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+
+def _problem(status: int, code: str) -> httpx.Response:
+    body = {"type": "about:blank", "title": code, "status": status, "detail": code, "code": code}
+    return httpx.Response(status, json=body, headers={"content-type": "application/problem+json"})
+
+
+class FakeService:
+    def __init__(self, *, ack_latency: float = 0.0) -> None:
+        self.waiting: list[dict[str, Any]] = []
+        self.leased: dict[str, dict[str, Any]] = {}
+        self.claims: list[dict[str, Any]] = []
+        self.acks: dict[str, Any] = {}  # job id -> result
+        self.ack_batches: list[int] = []  # size of each ack request (1 for the single call)
+        self.fails: dict[str, dict[str, Any]] = {}  # job id -> fail body
+        self.heartbeats: list[str] = []
+        self.lose_all_leases = False
+        self.down = False
+        self.refused = 0  # requests turned away while down
+        self.claim_status: tuple[int, str] | None = None
+        self.ack_latency = ack_latency
+        self._next_id = 0
+        self.claimed = asyncio.Event()
+
+    def add(self, type: str, payload: dict[str, Any] | None = None, **fields: Any) -> str:
+        self._next_id += 1
+        job = {
+            "id": str(self._next_id),
+            "queue": "default",
+            "type": type,
+            "payload": payload or {},
+            "status": "pending",
+            "attempt": 0,
+            "max_attempts": 25,
+            **fields,
+        }
+        self.waiting.append(job)
+        return job["id"]
+
+    @property
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        if self.down:
+            self.refused += 1
+            raise httpx.ConnectError("connection refused", request=request)
+        body = json.loads(request.content) if request.content else {}
+        parts = request.url.path.strip("/").split("/")
+        if parts == ["v1", "leases"]:
+            return await self._claim(body)
+        if parts == ["v1", "leases", "ack"]:
+            await asyncio.sleep(self.ack_latency)
+            self.ack_batches.append(len(body["acks"]))
+            results = [self._ack(a["lease_id"], a.get("result")) for a in body["acks"]]
+            return httpx.Response(200, json={"results": results})
+        lease_id, action = parts[2], parts[3]
+        if action == "ack":
+            await asyncio.sleep(self.ack_latency)
+            self.ack_batches.append(1)
+            outcome = self._ack(lease_id, body.get("result"))
+            return (
+                httpx.Response(200, json={"id": "?"})
+                if outcome["ok"]
+                else _problem(409, outcome["code"])
+            )
+        if self.lose_all_leases or lease_id not in self.leased:
+            return _problem(409, "lease_lost")
+        if action == "heartbeat":
+            self.heartbeats.append(lease_id)
+            return httpx.Response(200, json={"locked_until": "2100-01-01T00:00:00Z"})
+        if action == "fail":
+            job = self.leased.pop(lease_id)
+            self.fails[job["id"]] = body
+            return httpx.Response(200, json={**job, "status": "failed"})
+        return _problem(404, "not_found")
+
+    def _ack(self, lease_id: str, result: Any) -> dict[str, Any]:
+        if self.lose_all_leases or lease_id not in self.leased:
+            return {"lease_id": lease_id, "ok": False, "code": "lease_lost"}
+        self.acks[self.leased.pop(lease_id)["id"]] = result
+        return {"lease_id": lease_id, "ok": True}
+
+    async def _claim(self, body: dict[str, Any]) -> httpx.Response:
+        self.claims.append(body)
+        if self.claim_status is not None:
+            return _problem(*self.claim_status)
+        deadline = asyncio.get_running_loop().time() + body.get("wait_ms", 0) / 1000
+        while True:
+            types = body.get("types")
+            ready = [j for j in self.waiting if types is None or j["type"] in types]
+            ready = ready[: body.get("limit", 1)]
+            if ready or asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+        leases = []
+        for job in ready:
+            self.waiting.remove(job)
+            job = {**job, "attempt": job["attempt"] + 1, "status": "running"}
+            lease_id = f"L{job['id']}.{job['attempt']}"
+            self.leased[lease_id] = job
+            leases.append(
+                {"lease_id": lease_id, "locked_until": "2100-01-01T00:00:00Z", "job": job}
+            )
+        if leases:
+            self.claimed.set()
+        return httpx.Response(200, json={"leases": leases})

@@ -1,0 +1,90 @@
+"""Pin the public surface: adding or removing a name is a visible, reviewed change."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import app.client
+import app.worker
+
+CLIENT_API = [
+    "APIError",
+    "AckResult",
+    "AsyncClient",
+    "Client",
+    "Conflict",
+    "Forbidden",
+    "IdempotencyConflict",
+    "InvalidState",
+    "Job",
+    "JobError",
+    "JobFailed",
+    "JobPage",
+    "JobStatus",
+    "JobqError",
+    "Lease",
+    "LeaseLost",
+    "MethodNotAllowed",
+    "NewJob",
+    "NotFound",
+    "PayloadTooLarge",
+    "Queue",
+    "QueueCounts",
+    "QueueFull",
+    "QueueSettings",
+    "RetryableError",
+    "Schedule",
+    "ScheduleJob",
+    "ServerError",
+    "TransportError",
+    "UNSET",
+    "Unauthorized",
+    "Unavailable",
+    "ValidationError",
+    "WaitTimeout",
+]
+
+WORKER_API = ["Discard", "Handler", "Retry", "Worker", "load_handlers", "run_worker"]
+
+
+def public_names(module: object) -> list[str]:
+    return sorted(name for name in vars(module) if not name.startswith("_"))
+
+
+def test_client_all_is_pinned() -> None:
+    assert sorted(app.client.__all__) == CLIENT_API
+
+
+def test_worker_all_is_pinned() -> None:
+    assert sorted(app.worker.__all__) == WORKER_API
+
+
+def test_everything_in_all_exists_and_nothing_else_is_public() -> None:
+    for module in (app.client, app.worker):
+        for name in module.__all__:
+            assert getattr(module, name) is not None
+        # Implementation lives in private _modules; the package shows only __all__.
+        assert public_names(module) == sorted(module.__all__)
+
+
+def test_every_error_descends_from_jobq_error() -> None:
+    for name in app.client.__all__:
+        obj = getattr(app.client, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, app.client.JobqError), name
+
+
+def test_sdk_and_worker_import_nothing_from_the_server() -> None:
+    # A fresh interpreter, so modules other tests imported do not count.
+    code = (
+        "import json, sys, app.client, app.worker; "
+        "print(json.dumps(sorted(m.split('.')[0] if not m.startswith('app.') else m "
+        "for m in sys.modules)))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(json.loads(run.stdout))
+    ours = {m for m in loaded if m.startswith("app.")}
+    assert all(m.startswith(("app.client", "app.worker")) for m in ours), ours
+    assert not loaded & {"fastapi", "sqlalchemy", "psycopg", "pydantic", "alembic"}

@@ -1,0 +1,364 @@
+"""The worker runner against an in-memory fake of the worker endpoints (sdk_fakes)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sdk_fakes import FakeService
+
+import app.client as jobq
+from app.worker import Discard, Retry, Worker, load_handlers
+
+URL = "http://jobq.test"
+HERE = Path(__file__).parent
+ROOT = HERE.parent.parent
+
+
+def make_worker(fake: FakeService, handlers: dict[str, Any], **kwargs: Any) -> Worker:
+    kwargs.setdefault("wait_ms", 200)
+    return Worker(URL, queues=["default"], handlers=handlers, transport=fake.transport, **kwargs)
+
+
+async def eventually(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")
+
+
+async def run_until(worker: Worker, done: Callable[[], bool]) -> None:
+    """Start the worker, wait for ``done()``, ask it to stop and wait for it to end."""
+    task = asyncio.create_task(worker.run_async())
+    await eventually(lambda: done() or task.done())
+    assert not task.done(), task.exception()
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+
+
+async def test_sync_and_async_handlers_ack_their_return_values() -> None:
+    fake = FakeService()
+    ids = [fake.add("sync", {"n": 1}), fake.add("async", {"n": 2})]
+    seen_threads: list[str] = []
+
+    def sync_handler(job: jobq.Job) -> dict[str, Any]:
+        seen_threads.append(threading.current_thread().name)
+        return {"doubled": job.payload["n"] * 2}
+
+    async def async_handler(job: jobq.Job) -> dict[str, Any]:
+        return {"doubled": job.payload["n"] * 2, "attempt": job.attempt}
+
+    worker = make_worker(fake, {"sync": sync_handler, "async": async_handler})
+    await run_until(worker, lambda: len(fake.acks) == 2)
+    assert fake.acks == {ids[0]: {"doubled": 2}, ids[1]: {"doubled": 4, "attempt": 1}}
+    assert seen_threads and seen_threads[0].startswith("jobq-handler")
+    assert fake.claims[0]["types"] == ["async", "sync"]
+    assert fake.claims[0]["worker_id"] == worker.worker_id
+    assert fake.claims[0]["wait_ms"] == 200
+
+
+async def test_types_without_a_handler_are_not_claimed() -> None:
+    fake = FakeService()
+    fake.add("other")
+    handled = fake.add("mine")
+    worker = make_worker(fake, {"mine": lambda job: None})
+    await run_until(worker, lambda: handled in fake.acks)
+    assert [j["type"] for j in fake.waiting] == ["other"]
+
+
+async def test_claims_ask_only_for_free_slots() -> None:
+    fake = FakeService()
+    for _ in range(5):
+        fake.add("slow")
+
+    async def slow(job: jobq.Job) -> None:
+        await asyncio.sleep(0.05)
+
+    await run_until(make_worker(fake, {"slow": slow}, concurrency=2), lambda: len(fake.acks) == 5)
+    limits = [c["limit"] for c in fake.claims]
+    assert limits[0] == 2 and max(limits) <= 2
+
+
+async def test_jobs_finishing_together_are_acked_in_one_batch() -> None:
+    fake = FakeService(ack_latency=0.05)
+    for _ in range(20):
+        fake.add("t")
+    release = asyncio.Event()
+
+    async def handler(job: jobq.Job) -> str:
+        await release.wait()
+        return job.id
+
+    worker = make_worker(fake, {"t": handler}, concurrency=20)
+    task = asyncio.create_task(worker.run_async())
+    await eventually(lambda: len(fake.leased) == 20)
+    release.set()
+    await eventually(lambda: len(fake.acks) == 20)
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+    assert sum(fake.ack_batches) == 20
+    assert len(fake.ack_batches) <= 3 and max(fake.ack_batches) >= 10
+    assert all(fake.acks[i] == i for i in fake.acks)
+
+
+async def test_failures_report_message_traceback_retry_and_discard() -> None:
+    fake = FakeService()
+    boom, later, never, odd = (fake.add(t) for t in ("boom", "later", "never", "odd"))
+
+    def raise_boom(job: jobq.Job) -> None:
+        raise ValueError("bad input")
+
+    async def retry_later(job: jobq.Job) -> None:
+        raise Retry("rate limited", in_ms=500)
+
+    def discard(job: jobq.Job) -> None:
+        raise Discard("customer deleted")
+
+    handlers = {"boom": raise_boom, "later": retry_later, "never": discard, "odd": lambda j: {1, 2}}
+    await run_until(make_worker(fake, handlers), lambda: len(fake.fails) == 4)
+
+    error = fake.fails[boom]["error"]
+    assert error.startswith("ValueError: bad input\n")
+    assert "Traceback (most recent call last)" in error and "raise_boom" in error
+    assert "retry" not in fake.fails[boom] and "retry_in_ms" not in fake.fails[boom]
+    assert fake.fails[later]["retry_in_ms"] == 500 and "rate limited" in fake.fails[later]["error"]
+    assert fake.fails[never]["retry"] is False and "customer deleted" in fake.fails[never]["error"]
+    assert fake.fails[odd]["retry"] is False and "JSON-serialisable" in fake.fails[odd]["error"]
+    assert fake.acks == {}
+
+
+async def test_lost_lease_cancels_async_handlers_and_drops_sync_results() -> None:
+    fake = FakeService()
+    fake.add("async")
+    fake.add("sync")
+    fake.lose_all_leases = True
+    cancelled = asyncio.Event()
+    sync_done = threading.Event()
+
+    async def long_async(job: jobq.Job) -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    def long_sync(job: jobq.Job) -> str:
+        time.sleep(0.3)
+        sync_done.set()
+        return "dropped"
+
+    worker = make_worker(fake, {"async": long_async, "sync": long_sync}, lease_ms=150)
+    await run_until(worker, lambda: cancelled.is_set() and sync_done.is_set())
+    assert fake.acks == {} and fake.fails == {}
+
+
+async def test_heartbeats_come_well_before_the_lease_ends() -> None:
+    fake = FakeService()
+    fake.add("t")
+
+    async def handler(job: jobq.Job) -> None:
+        await asyncio.sleep(0.5)
+
+    await run_until(make_worker(fake, {"t": handler}, lease_ms=300), lambda: len(fake.acks) == 1)
+    # Every 100 ms over 500 ms of work.
+    assert 3 <= len(fake.heartbeats) <= 6
+
+
+async def test_stop_aborts_the_long_poll() -> None:
+    fake = FakeService()
+    worker = make_worker(fake, {"t": lambda j: None}, wait_ms=10_000)
+    task = asyncio.create_task(worker.run_async())
+    await eventually(lambda: bool(fake.claims))
+    started = time.monotonic()
+    worker.stop()
+    await asyncio.wait_for(task, 2)
+    assert time.monotonic() - started < 0.5
+
+
+async def test_graceful_stop_acks_what_finishes_and_hands_back_the_rest() -> None:
+    fake = FakeService()
+    quick, stuck_async, stuck_sync = fake.add("quick"), fake.add("stuck"), fake.add("blocking")
+    unblock = threading.Event()
+
+    async def quick_handler(job: jobq.Job) -> str:
+        await asyncio.sleep(0.1)
+        return "done"
+
+    async def stuck_handler(job: jobq.Job) -> None:
+        await asyncio.sleep(60)
+
+    def blocking_handler(job: jobq.Job) -> None:
+        unblock.wait(10)
+
+    handlers = {"quick": quick_handler, "stuck": stuck_handler, "blocking": blocking_handler}
+    worker = make_worker(fake, handlers, grace_period=0.4)
+    task = asyncio.create_task(worker.run_async())
+    await eventually(lambda: len(fake.leased) == 3)
+    started = time.monotonic()
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+    unblock.set()
+    assert 0.35 < time.monotonic() - started < 1.5
+    assert fake.acks == {quick: "done"}
+    for job_id in (stuck_async, stuck_sync):
+        assert fake.fails[job_id]["retry_in_ms"] == 0
+        assert "shut down" in fake.fails[job_id]["error"]
+
+
+async def test_backs_off_while_the_service_is_down() -> None:
+    fake = FakeService()
+    fake.down = True
+    worker = make_worker(fake, {"t": lambda j: None})
+    task = asyncio.create_task(worker.run_async())
+    await asyncio.sleep(1.0)
+    worker.stop()
+    await asyncio.wait_for(task, 2)
+    # No hot loop: exponential backoff from 0.25-0.5 s.
+    assert 1 <= fake.refused <= 4
+
+
+async def test_quick_empty_answers_do_not_spin() -> None:
+    fake = FakeService()
+    worker = make_worker(fake, {"t": lambda j: None}, wait_ms=0)
+    task = asyncio.create_task(worker.run_async())
+    await asyncio.sleep(0.6)
+    worker.stop()
+    await asyncio.wait_for(task, 2)
+    assert 1 <= len(fake.claims) <= 4
+
+
+async def test_a_refused_claim_stops_the_worker_with_the_error() -> None:
+    fake = FakeService()
+    fake.claim_status = (401, "unauthorized")
+    with pytest.raises(jobq.Unauthorized):
+        await asyncio.wait_for(make_worker(fake, {"t": lambda j: None}).run_async(), 2)
+
+
+def test_worker_checks_its_arguments() -> None:
+    with pytest.raises(ValueError, match="queues"):
+        Worker(URL, queues=[], handlers={"t": print})
+    with pytest.raises(ValueError, match="handlers"):
+        Worker(URL, queues=["q"], handlers={})
+    with pytest.raises(TypeError, match="not callable"):
+        Worker(URL, queues=["q"], handlers={"t": 42})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="concurrency"):
+        Worker(URL, queues=["q"], handlers={"t": print}, concurrency=0)
+    with pytest.raises(ValueError, match="wait_ms"):
+        Worker(URL, queues=["q"], handlers={"t": print}, wait_ms=60_000)
+
+
+# load_handlers
+
+
+def test_load_handlers_reads_a_mapping_or_a_factory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "myjobs_sdk_test.py").write_text(
+        textwrap.dedent(
+            """
+            def welcome(job):
+                return "hi"
+
+            handlers = {"email.welcome": welcome}
+
+            class Registry:
+                handlers = handlers
+
+            def build():
+                return {"built": welcome}
+
+            not_a_mapping = 3
+            bad_entry = {"t": 3}
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert list(load_handlers("myjobs_sdk_test:handlers")) == ["email.welcome"]
+    assert list(load_handlers("myjobs_sdk_test:Registry.handlers")) == ["email.welcome"]
+    assert list(load_handlers("myjobs_sdk_test:build")) == ["built"]
+    for spec, message in [
+        ("myjobs_sdk_test", "expected 'package.module:attribute'"),
+        ("no_such_module_xyz:handlers", "cannot import"),
+        ("myjobs_sdk_test:missing", "'missing' not found"),
+        ("myjobs_sdk_test:not_a_mapping", "expected a mapping"),
+        ("myjobs_sdk_test:bad_entry", "not a job type"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            load_handlers(spec)
+
+
+# Signals, in a child process so they do not reach pytest
+
+
+CHILD = """
+import asyncio, sys, time
+from sdk_fakes import FakeService
+from app.worker import Worker
+
+fake = FakeService()
+fake.add("slow")
+
+async def slow(job):
+    print("started", flush=True)
+    await asyncio.sleep(float(sys.argv[1]))
+    return "finished"
+
+def sync_slow(job):
+    print("started", flush=True)
+    time.sleep(float(sys.argv[1]))
+
+handlers = {"slow": slow if sys.argv[2] == "async" else sync_slow}
+Worker("http://jobq.test", queues=["default"], handlers=handlers, transport=fake.transport,
+       grace_period=5, wait_ms=200).run()
+print("acks", fake.acks, "fails", {k: v.get("retry_in_ms") for k, v in fake.fails.items()},
+      flush=True)
+"""
+
+
+def start_child(seconds: float, kind: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{ROOT}"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(seconds), kind],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "started"
+    return child
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_lets_the_running_job_finish_and_exits_zero() -> None:
+    child = start_child(0.5, "async")
+    child.send_signal(signal.SIGTERM)
+    out, err = child.communicate(timeout=10)
+    assert child.returncode == 0, err
+    assert "acks {'1': 'finished'}" in out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_second_signal_exits_at_once() -> None:
+    child = start_child(30, "sync")
+    child.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    started = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=5)
+    assert child.returncode == 128 + signal.SIGINT, err
+    assert time.monotonic() - started < 2
+    assert "acks" not in out
