@@ -3,6 +3,7 @@ the HTTP API that assert the status they expect, so a test reads as the scenario
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -145,3 +146,10 @@ def drained_server(database_url: str) -> Iterator[DrainedServer]:
         yield server
     finally:
         server.stop()
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -15,11 +15,13 @@ from fastapi import FastAPI
 
 from tests.conftest import LiveServer, make_settings, running_app, wait_for
 from tests.helpers_workers import (
+    DrainedServer,
     Stopwatch,
     ack,
     claim,
     claim_one,
     code,
+    cpu_seconds,
     enqueue,
     enqueue_many,
     expect_lost,
@@ -327,6 +329,52 @@ async def test_long_poll_wakes_on_enqueue_through_another_replica(database_url: 
     finally:
         a.stop()
         b.stop()
+
+
+async def test_idle_long_polls_sleep_instead_of_spinning(database_url: str) -> None:
+    """Waiting jobs a long-poll may not take (other types, a paused queue, a full running
+    cap) must not turn its wait into a busy loop, and it still wakes for what it may take."""
+    server = DrainedServer(database_url)
+    server.start()
+    assert server.proc is not None
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as c:
+            await enqueue(c, "other")
+            await enqueue(c, queue="paused")
+            await patch_queue(c, "paused", paused=True)
+            await patch_queue(c, "capped", max_running=1)
+            running = await enqueue(c, queue="capped", payload={"n": 1})
+            first = await claim_one(c, ["capped"])
+            assert first["job"]["id"] == running["id"]
+            capped_next = await enqueue(c, queue="capped", payload={"n": 2})
+            await asyncio.sleep(0.3)
+            before = cpu_seconds(server.proc.pid)
+            results = await asyncio.gather(
+                claim(c, types=["mine"], wait_ms=2000),
+                claim(c, ["paused"], wait_ms=2000),
+                claim(c, ["capped"], wait_ms=2000),
+            )
+            used = cpu_seconds(server.proc.pid) - before
+            assert results == [[], [], []]
+            # Idle, the server uses a few hundredths of a second here; spinning, over one.
+            assert used < 0.5, f"three idle 2 s long-polls burned {used:.2f} s of server CPU"
+
+            # Still woken by what they may claim.
+            waiting = asyncio.create_task(claim(c, types=["mine"], wait_ms=10_000))
+            await asyncio.sleep(0.3)
+            mine = await enqueue(c, "mine")
+            clock = Stopwatch()
+            assert [le["job"]["id"] for le in await waiting] == [mine["id"]]
+            assert clock.elapsed < 1.0 + SLACK_S
+            assert await claim(c, ["capped"]) == []  # the cap is full
+            waiting = asyncio.create_task(claim(c, ["capped"], wait_ms=10_000))
+            await asyncio.sleep(0.3)
+            assert (await ack(c, first["lease_id"])).status_code == 200
+            clock = Stopwatch()
+            assert [le["job"]["id"] for le in await waiting] == [capped_next["id"]]
+            assert clock.elapsed < 1.0 + SLACK_S
+    finally:
+        server.stop()
 
 
 # ----------------------------------------------------------------------- lease ids

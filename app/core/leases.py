@@ -26,6 +26,10 @@ from app.store.queries import Q
 # (another process died between its commit and its NOTIFY). It is a safety net, not the
 # mechanism: wakeups come from NOTIFY and from the next delayed job's visible_at.
 SAFETY_RECHECK_S = 5.0
+# A job visible now that the claim did not get is behind a full running cap or held by a
+# concurrent claimer: neither rings the bell when it frees up, so look again soon (not at
+# once: that would spin for the whole wait).
+BLOCKED_RECHECK_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +104,13 @@ async def claim(
             remaining = deadline - loop.time()
             if leases or remaining <= 0:
                 return leases
-            row = await ctx.db.fetch_one(Q.QueueNextVisible, {"queues": req.queues})
+            row = await ctx.db.fetch_one(
+                Q.QueueNextVisible, {"queues": req.queues, "types": req.types})
             sleep = min(remaining, SAFETY_RECHECK_S)
             nxt = row["next_visible_at"] if row else None
             if nxt is not None:
-                now = datetime.now(nxt.tzinfo)
-                sleep = min(sleep, max((nxt - now).total_seconds(), 0.0) + 0.001)
+                until = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
+                sleep = min(sleep, until + 0.001 if until > 0 else BLOCKED_RECHECK_S)
             await waiter.wait(sleep)
         if await gone():
             return []

@@ -138,12 +138,14 @@ SELECT q.max_running - coalesce((SELECT sum(c.n) FROM job_counts c
 SELECT pg_advisory_xact_lock(hashtextextended('jobq.claim:' || %(queue)s, 0));
 
 -- name: QueueNextVisible
--- When the next waiting job of these queues becomes visible, so an idle long-poll knows how long to sleep.
+-- When the next waiting job this long-poll could take (unpaused queues, its types) becomes visible, so it knows how long to sleep.
 SELECT min(v) AS next_visible_at FROM (
     SELECT (SELECT j.visible_at FROM jobs j
-             WHERE j.queue = qn AND j.status IN ('pending', 'failed')
+             WHERE j.queue = q.name AND j.status IN ('pending', 'failed')
+               AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
              ORDER BY j.visible_at LIMIT 1) AS v
-      FROM unnest(%(queues)s::text[]) AS qn
+      FROM queues q
+     WHERE q.name = ANY(%(queues)s::text[]) AND NOT q.paused
 ) AS nv;
 
 -- name: LeaseHeartbeat
