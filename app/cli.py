@@ -143,6 +143,9 @@ def openapi(
 
 
 def main() -> None:
+    from app import cli_ops
+
+    cli_ops.register(app)
     app()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
@@ -38,6 +38,19 @@ Where the contract is silent: queues named in one claim are tried in the order g
 """
 
 
+SHUTDOWN_STEP_S = 3.0
+
+
+async def _bounded(step: Awaitable[object], what: str) -> None:
+    try:
+        async with asyncio.timeout(SHUTDOWN_STEP_S):
+            await step
+    except TimeoutError:
+        log.warning("shutdown: gave up waiting for the %s", what)
+    except Exception as exc:
+        log.warning("shutdown: %s: %s", what, exc)
+
+
 def _operation_id(route: APIRoute) -> str:
     # Pinned to the handler's name, so the committed OpenAPI document only changes when an
     # endpoint does.
@@ -66,12 +79,11 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         finally:
             for task in tasks:
                 task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            await leadership.release()
-            await ctx.wakeups.stop()
-            await db.close()
+            # Each step is bounded: a shutdown must never hang on a database that went away.
+            await _bounded(asyncio.gather(*tasks, return_exceptions=True), "background tasks")
+            await _bounded(leadership.release(), "leader lock")
+            await _bounded(ctx.wakeups.stop(), "LISTEN connection")
+            await _bounded(db.close(), "connection pool")
 
     app = FastAPI(
         title="jobq",

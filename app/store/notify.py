@@ -61,9 +61,9 @@ class Wakeups:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self._tasks:
+            # Bounded: a connection stuck in a dead network must not hold up shutdown.
+            await asyncio.wait(self._tasks, timeout=2.0)
         self._tasks = []
 
     @contextlib.contextmanager

@@ -1,0 +1,264 @@
+"""Terminal commands for producers, workers and operators, over the HTTP API (the SDK):
+``jobq worker``, ``enqueue``, ``job``, ``jobs``, ``cancel``, ``retry``, ``dead``, ``queues``.
+
+Tables for people (rich), ``--json`` for scripts. ``--url`` (JOBQ_URL) and ``--token``
+(JOBQ_TOKEN) say which service to talk to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app.client import Client, JobqError
+
+Url = Annotated[str, typer.Option(envvar="JOBQ_URL", help="the service's base URL")]
+Token = Annotated[str | None, typer.Option(envvar="JOBQ_TOKEN", help="access token")]
+AsJson = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+console = Console()
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        extra = out.pop("extra", None) or {}
+        return {**out, **extra}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(_plain(value), indent=2, default=str) + "\n")
+
+
+@contextmanager
+def _client(url: str, token: str | None) -> Iterator[Client]:
+    try:
+        with Client(url, token=token) as client:
+            yield client
+    except JobqError as exc:
+        console.print(f"[red]jobq: {exc}[/red]", highlight=False)
+        raise typer.Exit(1) from None
+
+
+def _jobs_table(jobs: list[Any]) -> Table:
+    table = Table("id", "queue", "type", "status", "attempt", "priority", "visible_at",
+                  "last_error")
+    for j in jobs:
+        table.add_row(j.id, j.queue, j.type, str(j.status.value if isinstance(j.status, Enum)
+                                                else j.status),
+                      f"{j.attempt}/{j.max_attempts}", str(j.priority),
+                      _plain(j.visible_at) or "", (j.last_error or "")[:60])
+    return table
+
+
+def _show_job(job: Any, as_json: bool) -> None:
+    if as_json:
+        _print_json(job)
+    else:
+        console.print(_jobs_table([job]))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def worker(
+        spec: Annotated[str, typer.Argument(help="module:attribute of a {type: handler} dict")],
+        queues: Annotated[str, typer.Option(help="comma-separated, tried in this order")] = "default",
+        concurrency: Annotated[int, typer.Option(min=1, max=1000)] = 10,
+        lease_ms: Annotated[int | None, typer.Option(min=100)] = None,
+        grace_period: Annotated[float, typer.Option(min=0)] = 30.0,
+        worker_id: Annotated[str | None, typer.Option()] = None,
+        url: Url = DEFAULT_URL,
+        token: Token = None,
+    ) -> None:
+        """Run handlers from an importable module until SIGTERM/SIGINT."""
+        from app.worker import run_worker
+
+        raise typer.Exit(run_worker(url, spec, queues, concurrency, token=token,
+                                    lease_ms=lease_ms, worker_id=worker_id,
+                                    grace_period=grace_period))
+
+    @app.command()
+    def enqueue(
+        type: Annotated[str, typer.Argument(help="the job type")],  # noqa: A002
+        payload: Annotated[str, typer.Option(help="JSON object")] = "{}",
+        queue: Annotated[str | None, typer.Option()] = None,
+        priority: Annotated[int | None, typer.Option()] = None,
+        delay_ms: Annotated[int | None, typer.Option(min=0)] = None,
+        max_attempts: Annotated[int | None, typer.Option(min=1)] = None,
+        idempotency_key: Annotated[str | None, typer.Option()] = None,
+        url: Url = DEFAULT_URL,
+        token: Token = None,
+        as_json: AsJson = False,
+    ) -> None:
+        """Enqueue one job."""
+        try:
+            body = json.loads(payload)
+        except ValueError as exc:
+            raise typer.BadParameter(f"--payload is not JSON: {exc}") from None
+        with _client(url, token) as c:
+            job = c.enqueue(type, body, queue=queue, priority=priority,
+                            delay=None if delay_ms is None else delay_ms / 1000,
+                            max_attempts=max_attempts, idempotency_key=idempotency_key)
+        _show_job(job, as_json)
+
+    @app.command()
+    def job(job_id: str, url: Url = DEFAULT_URL, token: Token = None,
+            as_json: AsJson = False) -> None:
+        """Show one job (with its error history)."""
+        with _client(url, token) as c:
+            found = c.get(job_id)
+        if as_json:
+            _print_json(found)
+            return
+        console.print(_jobs_table([found]))
+        for err in found.errors:
+            console.print(f"  attempt {err.attempt} {err.kind} at {_plain(err.at)}: "
+                          f"{err.error.splitlines()[0] if err.error else ''}", highlight=False)
+
+    @app.command()
+    def jobs(
+        queue: Annotated[str | None, typer.Option()] = None,
+        status: Annotated[str | None, typer.Option()] = None,
+        type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
+        limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+        url: Url = DEFAULT_URL,
+        token: Token = None,
+        as_json: AsJson = False,
+    ) -> None:
+        """List jobs, newest first."""
+        with _client(url, token) as c:
+            page = c.list_jobs(queue=queue, status=status, type=type, limit=limit)
+        if as_json:
+            _print_json(page)
+        else:
+            console.print(_jobs_table(page.jobs))
+
+    @app.command()
+    def cancel(job_id: str, url: Url = DEFAULT_URL, token: Token = None,
+               as_json: AsJson = False) -> None:
+        """Cancel a waiting or running job."""
+        with _client(url, token) as c:
+            _show_job(c.cancel(job_id), as_json)
+
+    @app.command()
+    def retry(job_id: str, url: Url = DEFAULT_URL, token: Token = None,
+              as_json: AsJson = False) -> None:
+        """Retry a dead, cancelled or failed job now."""
+        with _client(url, token) as c:
+            _show_job(c.retry(job_id), as_json)
+
+    dead_app = typer.Typer(help="The dead-letter queue.", no_args_is_help=True)
+    app.add_typer(dead_app, name="dead")
+
+    @dead_app.command("list")
+    def dead_list(queue: Annotated[str | None, typer.Option()] = None,
+                  type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
+                  limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+                  url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
+        """List dead jobs."""
+        with _client(url, token) as c:
+            page = c.list_jobs(queue=queue, status="dead", type=type, limit=limit)
+        if as_json:
+            _print_json(page)
+        else:
+            console.print(_jobs_table(page.jobs))
+
+    @dead_app.command("replay")
+    def dead_replay(queue: Annotated[str | None, typer.Option()] = None,
+                    type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
+                    limit: Annotated[int | None, typer.Option(min=1)] = None,
+                    url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
+        """Send matching dead jobs back to pending."""
+        with _client(url, token) as c:
+            n = c.replay_dead(queue=queue, type=type, limit=limit)
+        _print_json({"replayed": n}) if as_json else console.print(f"replayed {n}")
+
+    @dead_app.command("purge")
+    def dead_purge(queue: Annotated[str | None, typer.Option()] = None,
+                   type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
+                   limit: Annotated[int | None, typer.Option(min=1)] = None,
+                   url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
+        """Delete matching dead jobs."""
+        with _client(url, token) as c:
+            n = c.purge_dead(queue=queue, type=type, limit=limit)
+        _print_json({"purged": n}) if as_json else console.print(f"purged {n}")
+
+    queues_app = typer.Typer(help="Queues: counts, lag and settings.", invoke_without_command=True)
+    app.add_typer(queues_app, name="queues")
+
+    @queues_app.callback()
+    def queues_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
+                    as_json: AsJson = False) -> None:
+        """List queues with their counts and lag."""
+        if ctx.invoked_subcommand is not None:
+            return
+        with _client(url, token) as c:
+            found = c.queues()
+        if as_json:
+            _print_json({"queues": found})
+            return
+        table = Table("queue", "pending", "running", "failed", "completed", "dead", "cancelled",
+                      "oldest waiting", "paused")
+        for q in found:
+            k = q.counts
+            lag = "" if q.oldest_waiting_ms is None else f"{q.oldest_waiting_ms / 1000:.1f}s"
+            table.add_row(q.name, str(k.pending), str(k.running), str(k.failed),
+                          str(k.completed), str(k.dead), str(k.cancelled), lag,
+                          "yes" if q.settings.paused else "")
+        console.print(table)
+
+    @queues_app.command("set")
+    def queues_set(
+        name: str,
+        max_depth: Annotated[int | None, typer.Option(min=0)] = None,
+        paused: Annotated[bool | None, typer.Option("--paused/--resumed")] = None,
+        lease_ms: Annotated[int | None, typer.Option(min=100)] = None,
+        max_attempts: Annotated[int | None, typer.Option(min=1)] = None,
+        backoff_base_ms: Annotated[int | None, typer.Option(min=0)] = None,
+        backoff_max_ms: Annotated[int | None, typer.Option(min=0)] = None,
+        max_lease_expiries: Annotated[int | None, typer.Option(min=1)] = None,
+        aging_ms: Annotated[int | None, typer.Option(min=1)] = None,
+        max_running: Annotated[int | None, typer.Option(min=0)] = None,
+        retention_ms: Annotated[int | None, typer.Option(min=0)] = None,
+        clear: Annotated[list[str] | None, typer.Option(
+            help="set a nullable setting to null (no limit): max_depth, aging_ms, max_running")
+        ] = None,
+        url: Url = DEFAULT_URL,
+        token: Token = None,
+        as_json: AsJson = False,
+    ) -> None:
+        """Change a queue's settings (only those given)."""
+        given = {k: v for k, v in {
+            "max_depth": max_depth, "paused": paused, "lease_ms": lease_ms,
+            "max_attempts": max_attempts, "backoff_base_ms": backoff_base_ms,
+            "backoff_max_ms": backoff_max_ms, "max_lease_expiries": max_lease_expiries,
+            "aging_ms": aging_ms, "max_running": max_running, "retention_ms": retention_ms,
+        }.items() if v is not None}
+        for name_ in clear or []:
+            given[name_] = None
+        with _client(url, token) as c:
+            q = c.update_queue(name, extra=given)
+        if as_json:
+            _print_json(q)
+        else:
+            console.print(f"{q.name}: {json.dumps(_plain(q.settings))}", highlight=False)
