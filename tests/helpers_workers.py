@@ -58,7 +58,8 @@ async def claim(c: httpx.AsyncClient, queues: Iterable[str] = (QUEUE,), worker_i
     return list(r.json()["leases"])
 
 
-async def claim_one(c: httpx.AsyncClient, queues: Iterable[str] = (QUEUE,), **body: Any) -> dict[str, Any]:
+async def claim_one(c: httpx.AsyncClient, queues: Iterable[str] = (QUEUE,),
+                    **body: Any) -> dict[str, Any]:
     leases = await claim(c, queues, **body)
     assert len(leases) == 1, leases
     return leases[0]
@@ -102,7 +103,8 @@ async def expect_lost(c: httpx.AsyncClient, lease_id: str) -> None:
         assert code(r) == "lease_lost"
 
 
-def sql(database_url: str, statement: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+def sql(database_url: str, statement: str,
+        params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
     """Direct SQL, for reading what the service committed or for setup the API would take
     too long to reach (never to fake what a test checks)."""
     with psycopg.connect(database_url, autocommit=True) as conn:

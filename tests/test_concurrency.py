@@ -95,8 +95,8 @@ async def test_2000_jobs_through_8_workers_complete_exactly_once(
                 claimed.update(le["job"]["id"] for le in leases)
                 lease_of.update((le["job"]["id"], le["lease_id"]) for le in leases)
                 if n % 2:  # half the workers ack in batches, half one by one
-                    body = [{"lease_id": le["lease_id"], "result": {"by": name, "lease": le["lease_id"]}}
-                            for le in leases]
+                    body = [{"lease_id": le["lease_id"],
+                             "result": {"by": name, "lease": le["lease_id"]}} for le in leases]
                     r = await c.post("/v1/leases/ack", json={"acks": body})
                     assert r.status_code == 200, r.text
                     for le, res in zip(leases, r.json()["results"], strict=True):
@@ -107,7 +107,8 @@ async def test_2000_jobs_through_8_workers_complete_exactly_once(
                             refused.append((le["lease_id"], res))
                 else:
                     for le in leases:
-                        r = await ack(c, le["lease_id"], result={"by": name, "lease": le["lease_id"]})
+                        result = {"by": name, "lease": le["lease_id"]}
+                        r = await ack(c, le["lease_id"], result=result)
                         if r.status_code == 200:
                             assert r.json()["status"] == "completed"
                             acked[le["job"]["id"]] += 1
@@ -210,7 +211,8 @@ async def test_concurrent_acks_of_one_lease_complete_it_once(client: httpx.Async
         failing = [fail(client, lease["lease_id"], error="racing fail", retry_in_ms=0)]
         return list(await asyncio.gather(*single, *batch, *failing))
 
-    for lease, answers in zip(leases, await asyncio.gather(*(race(le) for le in leases)), strict=True):
+    all_answers = await asyncio.gather(*(race(le) for le in leases))
+    for lease, answers in zip(leases, all_answers, strict=True):
         singles, batches, fails = answers[:4], answers[4:6], answers[6:]
         wins = [f"single-{k}" for k, r in enumerate(singles) if r.status_code == 200]
         wins += [f"batch-{k}" for k, r in enumerate(batches) if r.json()["results"][0]["ok"]]
@@ -225,7 +227,9 @@ async def test_concurrent_acks_of_one_lease_complete_it_once(client: httpx.Async
             assert stored["status"] == "completed" and stored["result"] == wins[0]
 
 
-async def test_late_ack_racing_the_reclaim_completes_at_most_once(client: httpx.AsyncClient) -> None:
+async def test_late_ack_racing_the_reclaim_completes_at_most_once(
+    client: httpx.AsyncClient,
+) -> None:
     """An ack right at the lease's end, against the reaper and a waiting claimer: either the
     ack wins and the job is never handed out again, or the new holder gets it."""
     jobs = await enqueue_many(client, [{"type": "t", "payload": {"i": i}} for i in range(20)])
@@ -244,7 +248,8 @@ async def test_late_ack_racing_the_reclaim_completes_at_most_once(client: httpx.
     rng = random.Random(3)
     answers = await asyncio.gather(*(late_acker(le, rng.uniform(0.05, 0.35)) for le in first))
     await task
-    late_ok = {le["job"]["id"] for le, r in zip(first, answers, strict=True) if r.status_code == 200}
+    late_ok = {le["job"]["id"]
+               for le, r in zip(first, answers, strict=True) if r.status_code == 200}
     assert all(r.status_code in (200, 409) for r in answers)
     again = {le["job"]["id"] for le in grabbed}
     assert late_ok.isdisjoint(again), "a completed job was handed out again"
@@ -353,8 +358,8 @@ async def test_random_worker_requests_never_answer_500(server: DrainedServer) ->
             if rng.random() < 0.1:
                 body["unknown"] = 1
             if target == "/v1/leases/ack" and rng.random() < 0.5:
-                body["acks"] = [{"lease_id": rng.choice([held[i % 50]["lease_id"], "1.x", "\u00b2.1"]),
-                                 "result": _random_value(rng)}]
+                lease_id = rng.choice([held[i % 50]["lease_id"], "1.x", "\u00b2.1"])
+                body["acks"] = [{"lease_id": lease_id, "result": _random_value(rng)}]
             if target in ("heartbeat", "ack", "fail"):
                 lease_id = rng.choice([held[i % 50]["lease_id"], "0.0", "1.\u00b2", "9" * 25])
                 url = f"/v1/leases/{lease_id}/{target}"

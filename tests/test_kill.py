@@ -87,7 +87,8 @@ async def test_sigkilled_worker_leaves_its_job_to_be_reclaimed(server: DrainedSe
         assert back_at - until < timedelta(seconds=1 + SLACK_S)
         assert rescued["job"]["attempt"] == 2
         assert rescued["job"]["worker_id"] == "rescuer"
-        assert [(e["attempt"], e["kind"]) for e in rescued["job"]["errors"]] == [(1, "lease_expired")]
+        errors = rescued["job"]["errors"]
+        assert [(e["attempt"], e["kind"]) for e in errors] == [(1, "lease_expired")]
         await expect_lost(c, lease["lease_id"])
         r = await ack(c, rescued["lease_id"], result="rescued")
         assert r.status_code == 200 and r.json()["status"] == "completed"

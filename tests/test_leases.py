@@ -7,11 +7,11 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from tests.conftest import LiveServer, make_settings, running_app, wait_for
 from tests.helpers_workers import (
@@ -154,7 +154,9 @@ async def _status_is(client: httpx.AsyncClient, job_id: str, status: str) -> boo
     return (await get_job(client, job_id))["status"] == status
 
 
-async def test_claim_order_priority_then_visible_at_then_creation(client: httpx.AsyncClient) -> None:
+async def test_claim_order_priority_then_visible_at_then_creation(
+    client: httpx.AsyncClient,
+) -> None:
     base = now() - timedelta(minutes=5)
 
     def at(seconds: int) -> str:
@@ -289,7 +291,9 @@ async def test_delayed_job_enqueued_during_a_long_poll_wakes_it_when_visible(
     assert 0.4 <= clock.elapsed < 0.5 + SLACK_S
 
 
-async def test_failed_job_wakes_a_long_poll_when_its_retry_is_due(client: httpx.AsyncClient) -> None:
+async def test_failed_job_wakes_a_long_poll_when_its_retry_is_due(
+    client: httpx.AsyncClient,
+) -> None:
     job = await enqueue(client)
     lease = await claim_one(client)
     waiting = asyncio.create_task(claim(client, worker_id="w2", wait_ms=10_000))
@@ -482,7 +486,8 @@ async def test_heartbeat_defaults_to_the_lease_length(client: httpx.AsyncClient)
         after = now()
         assert r.status_code == 200, r.text
         until = ts(r.json()["locked_until"])
-        assert before + timedelta(seconds=2 - SLACK_S) <= until <= after + timedelta(seconds=2 + SLACK_S)
+        assert before + timedelta(seconds=2 - SLACK_S) <= until
+        assert until <= after + timedelta(seconds=2 + SLACK_S)
 
 
 async def test_heartbeats_keep_a_short_lease_alive(client: httpx.AsyncClient) -> None:
@@ -625,7 +630,9 @@ async def test_ack_completes_with_any_json_result(client: httpx.AsyncClient, res
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"json": {}}])
-async def test_ack_without_result_stores_null(client: httpx.AsyncClient, kwargs: dict[str, Any]) -> None:
+async def test_ack_without_result_stores_null(
+    client: httpx.AsyncClient, kwargs: dict[str, Any],
+) -> None:
     job = await enqueue(client)
     lease = await claim_one(client)
     r = await client.post(f"/v1/leases/{lease['lease_id']}/ack", **kwargs)
@@ -668,7 +675,8 @@ async def _fail_at_attempt(client: httpx.AsyncClient, queue: str, attempt: int) 
     for _ in range(attempt - 1):
         lease = await claim_one(client, [queue])
         assert lease["job"]["id"] == job["id"]
-        assert (await fail(client, lease["lease_id"], error="again", retry_in_ms=0)).status_code == 200
+        r = await fail(client, lease["lease_id"], error="again", retry_in_ms=0)
+        assert r.status_code == 200
     lease = await claim_one(client, [queue])
     assert lease["job"]["attempt"] == attempt
     r = await fail(client, lease["lease_id"], error=f"attempt {attempt}")
@@ -711,7 +719,9 @@ async def test_backoff_follows_the_queue_settings_at_fail_time(client: httpx.Asy
     assert clock.elapsed < 0.165 + SLACK_S
 
 
-async def test_backoff_is_capped_on_a_very_late_attempt(client: httpx.AsyncClient, database_url: str) -> None:
+async def test_backoff_is_capped_on_a_very_late_attempt(
+    client: httpx.AsyncClient, database_url: str,
+) -> None:
     """2^(attempt−1) overflows a double past attempt ~1024: still the capped backoff."""
     await patch_queue(client, "bq", backoff_base_ms=1000, backoff_max_ms=7000)
     job = await enqueue(client, queue="bq", max_attempts=10_000)
@@ -749,7 +759,8 @@ async def test_fail_with_retry_false_is_dead(client: httpx.AsyncClient) -> None:
     body = r.json()
     assert body["status"] == "dead" and body["attempt"] == 1 < body["max_attempts"]
     assert body["last_error"] == "bad input"
-    assert [(e["attempt"], e["error"], e["kind"]) for e in body["errors"]] == [(1, "bad input", "failed")]
+    history = [(e["attempt"], e["error"], e["kind"]) for e in body["errors"]]
+    assert history == [(1, "bad input", "failed")]
     assert await claim(client) == []
     assert await get_job(client, job["id"]) == body
     r = await client.get("/v1/jobs", params={"status": "dead"})
@@ -835,8 +846,9 @@ async def test_batch_ack_answers_each_lease_in_request_order(client: httpx.Async
     ]}
     got = {j: await get_job(client, j) for j in (a["job"]["id"], b["job"]["id"], lost["job"]["id"],
                                                  reclaimed["job"]["id"])}
-    assert got[a["job"]["id"]]["status"] == "completed" and got[a["job"]["id"]]["result"] == [1, 2]
-    assert got[b["job"]["id"]]["status"] == "completed" and got[b["job"]["id"]]["result"] == {"b": 1}
+    got_a, got_b = got[a["job"]["id"]], got[b["job"]["id"]]
+    assert got_a["status"] == "completed" and got_a["result"] == [1, 2]
+    assert got_b["status"] == "completed" and got_b["result"] == {"b": 1}
     assert got[lost["job"]["id"]]["result"] == "earlier"
     assert got[reclaimed["job"]["id"]]["status"] == "running"
     # The new holder's lease was not disturbed.
@@ -889,7 +901,9 @@ async def test_expired_lease_returns_the_job_to_pending_at_once(client: httpx.As
     assert [e["kind"] for e in done.json()["errors"]] == ["lease_expired"]
 
 
-async def test_errors_history_mixes_failures_and_expiries_oldest_first(client: httpx.AsyncClient) -> None:
+async def test_errors_history_mixes_failures_and_expiries_oldest_first(
+    client: httpx.AsyncClient,
+) -> None:
     job = await enqueue(client)
     lease = await claim_one(client)
     assert (await fail(client, lease["lease_id"], error="first", retry_in_ms=0)).status_code == 200
@@ -941,7 +955,7 @@ async def test_default_max_lease_expiries_is_5(client: httpx.AsyncClient) -> Non
         lease = await claim_one(client, lease_ms=100)
         assert lease["job"]["attempt"] == n
         target = "dead" if n == 5 else "pending"
-        await wait_for(lambda: _status_is(client, job["id"], target), timeout_s=5, interval_s=0.02)
+        await wait_for(partial(_status_is, client, job["id"], target), timeout_s=5, interval_s=0.02)
     assert len((await get_job(client, job["id"]))["errors"]) == 5
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from sqlalchemy import create_engine, pool, text
-
-from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, pool, text
+
+from alembic import command
 
 log = logging.getLogger("jobq.migrate")
 
