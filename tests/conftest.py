@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -100,14 +101,17 @@ class LiveServer:
     def start(self, timeout_s: float = 30.0) -> None:
         env = {**os.environ, "JOBQ_DATABASE_URL": self.database_url,
                "JOBQ_REAP_INTERVAL_S": "0.1", **self.extra_env}
+        # The server logs a line per job event: into a file, since a pipe nobody reads
+        # fills up and blocks the server.
+        self.log = tempfile.NamedTemporaryFile(prefix="jobq-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                err = Path(self.log.name).read_text()
                 raise RuntimeError(f"jobq serve exited with {self.proc.returncode}:\n{err}")
             try:
                 if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
@@ -130,6 +134,8 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        with contextlib.suppress(OSError, AttributeError):
+            os.unlink(self.log.name)
 
 
 @pytest.fixture

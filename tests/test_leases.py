@@ -232,7 +232,8 @@ async def test_queues_are_tried_in_the_order_listed(client: httpx.AsyncClient) -
 
 
 async def test_long_poll_returns_as_soon_as_a_job_is_enqueued(client: httpx.AsyncClient) -> None:
-    waiting = asyncio.create_task(claim(client, ["lp"], wait_ms=10_000))
+    # At least one job is enough: a claim for 10 does not wait to fill up.
+    waiting = asyncio.create_task(claim(client, ["lp"], limit=10, wait_ms=10_000))
     await asyncio.sleep(0.3)
     assert not waiting.done()
     job = await enqueue(client, queue="lp")
@@ -268,6 +269,9 @@ async def test_long_poll_returns_empty_when_time_is_up(client: httpx.AsyncClient
     assert 0.69 <= clock.elapsed < 0.7 + SLACK_S
     clock = Stopwatch()
     assert await claim(client, wait_ms=0) == []
+    assert clock.elapsed < SLACK_S
+    clock = Stopwatch()
+    assert await claim(client) == []  # wait_ms defaults to 0: no long-poll
     assert clock.elapsed < SLACK_S
 
 
@@ -853,6 +857,27 @@ async def test_batch_ack_answers_each_lease_in_request_order(client: httpx.Async
     assert got[reclaimed["job"]["id"]]["status"] == "running"
     # The new holder's lease was not disturbed.
     assert (await ack(client, again["lease_id"], result="fresh")).status_code == 200
+
+
+async def test_batch_ack_naming_a_lease_twice_acks_it_once(client: httpx.AsyncClient) -> None:
+    job = await enqueue(client)
+    lease = await claim_one(client)
+    r = await client.post("/v1/leases/ack", json={"acks": [
+        {"lease_id": lease["lease_id"], "result": "first"},
+        {"lease_id": "999999999.1"},
+        {"lease_id": lease["lease_id"], "result": "second"},
+        {"lease_id": "999999999.1"},
+    ]})
+    assert r.status_code == 200, r.text
+    # The repeat is a second ack of the same lease: lease_lost, as it would be on its own.
+    assert r.json()["results"] == [
+        {"lease_id": lease["lease_id"], "ok": True},
+        {"lease_id": "999999999.1", "ok": False, "code": "not_found"},
+        {"lease_id": lease["lease_id"], "ok": False, "code": "lease_lost"},
+        {"lease_id": "999999999.1", "ok": False, "code": "not_found"},
+    ]
+    stored = await get_job(client, job["id"])
+    assert stored["status"] == "completed" and stored["result"] == "first"
 
 
 async def test_batch_ack_takes_up_to_1000(client: httpx.AsyncClient) -> None:

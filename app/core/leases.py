@@ -166,11 +166,14 @@ class AckOutcome:
 
 async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome]:
     refs = [parse_lease_id(lease_id) for lease_id, _ in acks]
-    body = [
-        {"job_id": ref.job_id, "token": ref.token, "result": result}
-        for ref, (_, result) in zip(refs, acks, strict=True)
-        if ref is not None
-    ]
+    # A lease named twice is acked by its first entry; the repeat is answered like a second
+    # ack (lease_lost), and its result is not what gets stored.
+    body: list[dict[str, Any]] = []
+    sent: set[tuple[int, int]] = set()
+    for ref, (_, result) in zip(refs, acks, strict=True):
+        if ref is not None and (ref.job_id, ref.token) not in sent:
+            sent.add((ref.job_id, ref.token))
+            body.append({"job_id": ref.job_id, "token": ref.token, "result": result})
     won: set[tuple[int, int]] = set()
     if body:
         rows = await ctx.db.fetch(Q.LeaseAckMany, {"acks": dumps_json(body)})
@@ -182,9 +185,14 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome
         rows = await ctx.db.fetch(Q.LeaseStateMany, {"job_ids": lost_ids})
         current = {r["id"]: r["lease_token"] for r in rows}
     outcomes: list[AckOutcome] = []
+    credited: set[tuple[int, int]] = set()
     for ref, (lease_id, _) in zip(refs, acks, strict=True):
         if ref is not None and (ref.job_id, ref.token) in won:
-            outcomes.append(AckOutcome(lease_id, True))
+            if (ref.job_id, ref.token) in credited:  # acked by an earlier entry of this batch
+                outcomes.append(AckOutcome(lease_id, False, "lease_lost"))
+            else:
+                credited.add((ref.job_id, ref.token))
+                outcomes.append(AckOutcome(lease_id, True))
             continue
         latest = current.get(ref.job_id) if ref is not None else None
         existed = ref is not None and latest is not None and ref.token <= latest
