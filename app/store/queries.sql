@@ -272,11 +272,12 @@ SELECT queue, status, type, sum(n)::bigint AS n
 HAVING sum(n) <> 0;
 
 -- name: QueueOldestWaiting
--- Lag of the oldest job claimable now, per queue, in ms (from the claim index).
+-- Lag of the oldest job claimable now, per queue, in ms (from the claim index); a paused queue has none claimable.
 SELECT q.name AS queue,
        (SELECT (extract(epoch FROM now() - j.visible_at) * 1000)::bigint
           FROM jobs j
          WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+           AND NOT q.paused
          ORDER BY j.visible_at LIMIT 1) AS oldest_waiting_ms
   FROM queues q
  WHERE %(queue)s::text IS NULL OR q.name = %(queue)s;
