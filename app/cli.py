@@ -127,6 +127,34 @@ def migrate_cmd() -> None:
 
 
 @app.command()
+def bench(
+    url: Annotated[str | None, typer.Option(help="a running service; default: start one")] = None,
+    database_url: Annotated[str | None, typer.Option(help="for --baseline with --url")] = None,
+    mode: Annotated[str, typer.Option(help="batch, single or both")] = "both",
+    jobs: Annotated[int, typer.Option(min=100)] = 20_000,
+    producers: Annotated[int, typer.Option(min=1)] = 4,
+    workers: Annotated[int, typer.Option(min=1)] = 8,
+    batch: Annotated[int, typer.Option(min=1, max=1000)] = 100,
+    latency_rate: Annotated[float, typer.Option(min=1)] = 200.0,
+    latency_seconds: Annotated[float, typer.Option(min=0)] = 5.0,
+    baseline: Annotated[bool, typer.Option(help="also measure the raw-SQL ceiling")] = False,
+    server_workers: Annotated[int, typer.Option(min=1)] = 1,
+    connections: Annotated[int, typer.Option(min=1, max=16, help="raw-SQL connections")] = 2,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Measure enqueue, drain, end-to-end rates and pickup latency over HTTP."""
+    from app import bench as b
+
+    if mode not in ("batch", "single", "both"):
+        raise typer.BadParameter("--mode is batch, single or both")
+    settings = _settings()
+    b.main(url=url, database_url=database_url or settings.database_url, mode=mode, jobs=jobs,
+           producers=producers, workers=workers, batch=batch, latency_rate=latency_rate,
+           latency_seconds=latency_seconds, with_baseline=baseline, server_workers=server_workers,
+           connections=connections, as_json=as_json)
+
+
+@app.command()
 def openapi(
     write: Annotated[bool, typer.Option(help="write openapi/openapi.json instead of printing")] = False,
 ) -> None:

@@ -7,6 +7,7 @@ from fastapi import Request
 from app.core.context import Context
 
 
-def context(request: Request) -> Context:
+async def context(request: Request) -> Context:
+    # async on purpose: FastAPI runs a plain def dependency in a thread pool, per request.
     ctx: Context = request.app.state.ctx
     return ctx
