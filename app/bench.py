@@ -171,7 +171,7 @@ async def latency(url: str, rate: float, seconds: float, workers: int) -> dict[s
                 await asyncio.sleep(delay)
             await client.post("/v1/jobs", json={"type": "noop", "queue": queue})
         deadline = time.monotonic() + 10
-        while len(pickups) < total and time.monotonic() < deadline:
+        while len(pickups) < total and time.monotonic() < deadline:  # noqa: ASYNC110 - bounded
             await asyncio.sleep(0.05)
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
