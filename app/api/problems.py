@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 
 from app.domain import errors as e
 
@@ -78,6 +79,19 @@ def from_error(exc: e.JobqError) -> Response:
     return problem(status, code, title, exc.detail, headers=headers)
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method the path answers to. Starlette's own Allow names only the first route
+    that matched the path, and GET and POST /v1/jobs are two routes (RFC 9110: Allow lists
+    the target's methods). Asking the router per method also sees into included routers."""
+    routes = request.app.router.routes
+    allowed = [m for m in _METHODS
+               if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)]
+    return ", ".join(allowed)
+
+
 def install(app: FastAPI) -> None:
     async def on_jobq_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, e.JobqError)
@@ -87,13 +101,23 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, (RequestValidationError, ValidationError))
         return validation_problem(list(exc.errors()))
 
-    async def on_http(_: Request, exc: Exception) -> Response:
+    async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:
+            # FastAPI's 400 is a body it could not decode at all (not UTF-8, nested past the
+            # parser's recursion limit, an integer too long to read). The contract makes
+            # every malformed body a 422 with ``errors``, like any other bad JSON.
+            return validation_problem([{"loc": ["body"], "msg": "the body could not be read "
+                                        "as JSON (not UTF-8, nested too deeply, or a number "
+                                        "too long)"}])
         code, title = HTTP_CODES.get(exc.status_code, ("validation_error", "Bad request"))
         if exc.status_code >= 500:
             code, title = "unavailable", "Service unavailable"
         detail = exc.detail if isinstance(exc.detail, str) else title
-        return problem(exc.status_code, code, title, detail, headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allowed_methods(request)}
+        return problem(exc.status_code, code, title, detail, headers=headers)
 
     async def on_unexpected(_: Request, exc: Exception) -> Response:
         # A bug of ours. Still problem+json, and logged with its traceback by Starlette.

@@ -85,10 +85,6 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
     await ctx.ensure_queues(list(wanted))
     payload = dumps_json([_batch_row(j) for j in jobs])
     async with ctx.db.transaction() as conn:
-        cur = await conn.execute(Q.QueueDepths, {"queues": list(wanted)})
-        for q in await cur.fetchall():
-            if q["max_depth"] is not None and q["depth"] + wanted[q["name"]] > q["max_depth"]:
-                raise _full(q["name"], ctx)
         cur = await conn.execute(Q.JobInsertMany, {"jobs": payload})
         rows = await cur.fetchall()
         results: list[Enqueued] = []
@@ -104,6 +100,16 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
             if existing is None:  # pragma: no cover - the conflict needs a row to exist
                 raise IdempotencyConflict(f"idempotency key {job.idempotency_key!r} is in use")
             results.append(_replay(existing, job))
+        # The max_depth check comes after the insert, inside the transaction, because only
+        # the insert knows which jobs are new: replays (of committed jobs, or of a key earlier
+        # in this batch) enqueue nothing and cannot take a queue past its limit. The counters
+        # already include this transaction's rows; a raise here rolls all of them back.
+        added = Counter(r.job["queue"] for r in results if r.created)
+        if added:
+            cur = await conn.execute(Q.QueueDepths, {"queues": list(added)})
+            for q in await cur.fetchall():
+                if q["max_depth"] is not None and q["depth"] > q["max_depth"]:
+                    raise _full(q["name"], ctx)
     created = [r.job for r in results if r.created]
     if created:
         ctx.wakeups.publish(wanted)

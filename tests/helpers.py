@@ -1,0 +1,103 @@
+"""Shared helpers for the producer and error tests: thin wrappers over the HTTP API that assert
+what the contract promises, so each test reads as the scenario it checks."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+PROBLEM_FIELDS = ("type", "title", "status", "detail", "code")
+CODES = {"validation_error", "not_found", "lease_lost", "queue_full", "idempotency_conflict",
+         "invalid_state", "unauthorized", "forbidden", "payload_too_large", "method_not_allowed",
+         "unavailable"}
+JOB_FIELDS = {"id", "queue", "type", "payload", "priority", "status", "attempt", "max_attempts",
+              "idempotency_key", "created_at", "visible_at", "locked_until", "worker_id",
+              "completed_at", "last_error", "errors", "result"}
+# RFC 3339 date-time in UTC: "Z" or a zero offset.
+_RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def ts(value: Any) -> datetime:
+    """An RFC 3339 time in UTC from the wire."""
+    assert isinstance(value, str) and _RFC3339_UTC.match(value), f"not RFC 3339 UTC: {value!r}"
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def problem(r: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Assert an RFC 9457 problem answer with our code; return its body."""
+    assert r.status_code == status, (r.status_code, r.text[:500])
+    assert r.headers["content-type"].split(";")[0].strip() == "application/problem+json", r.headers
+    body = r.json()
+    for name in PROBLEM_FIELDS:
+        assert name in body, (name, body)
+    assert body["status"] == status, body
+    assert body["code"] == code, body
+    assert body["code"] in CODES
+    assert isinstance(body["type"], str) and body["type"], body
+    assert isinstance(body["title"], str) and body["title"], body
+    assert isinstance(body["detail"], str) and body["detail"], body
+    return dict(body)
+
+
+def validation(r: httpx.Response, *loc_prefix: str | int) -> list[dict[str, Any]]:
+    """Assert a 422 validation problem whose ``errors`` are ``{loc, msg}`` items, one of them
+    at (or under) ``loc_prefix`` when given; return the items."""
+    body = problem(r, 422, "validation_error")
+    errors = body.get("errors")
+    assert isinstance(errors, list) and errors, body
+    for item in errors:
+        assert set(item) == {"loc", "msg"}, item
+        assert isinstance(item["loc"], list), item
+        assert all(isinstance(p, (str, int)) for p in item["loc"]), item
+        assert isinstance(item["msg"], str) and item["msg"], item
+    if loc_prefix:
+        want = list(loc_prefix)
+        assert any(item["loc"][:len(want)] == want for item in errors), (want, errors)
+    return list(errors)
+
+
+def retry_after(r: httpx.Response) -> int:
+    """The Retry-After header: whole seconds, at least 1."""
+    value = r.headers.get("retry-after")
+    assert value is not None and re.fullmatch(r"\d+", value), r.headers
+    assert int(value) >= 1
+    return int(value)
+
+
+async def enqueue(c: httpx.AsyncClient, type_: str = "t", **body: Any) -> dict[str, Any]:
+    r = await c.post("/v1/jobs", json={"type": type_, **body})
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def claim(c: httpx.AsyncClient, queue: str = "default", limit: int = 1,
+                **body: Any) -> list[dict[str, Any]]:
+    r = await c.post("/v1/leases", json={"worker_id": "w1", "queues": [queue], "limit": limit,
+                                         **body})
+    assert r.status_code == 200, r.text
+    return list(r.json()["leases"])
+
+
+async def counts(c: httpx.AsyncClient, queue: str = "default") -> dict[str, int]:
+    r = await c.get(f"/v1/queues/{queue}")
+    if r.status_code == 404:  # never used: nothing in it
+        return {s: 0 for s in ("pending", "running", "failed", "completed", "dead", "cancelled")}
+    assert r.status_code == 200, r.text
+    return dict(r.json()["counts"])
+
+
+async def total(c: httpx.AsyncClient, queue: str = "default") -> int:
+    return sum((await counts(c, queue)).values())
+
+
+async def patch_queue(c: httpx.AsyncClient, queue: str, **settings: Any) -> dict[str, Any]:
+    r = await c.patch(f"/v1/queues/{queue}", json=settings)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
