@@ -6,7 +6,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from app.domain import jobs as d
 
@@ -24,6 +32,34 @@ Text255 = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern
 Priority = Annotated[int, Field(ge=-MAX_INT32, le=MAX_INT32, description="higher runs first")]
 LeaseMs = Annotated[int, Field(ge=100, le=DAY_MS, description="lease length, 100 ms to 1 day")]
 
+# How deeply a payload or result may nest. The request parser stops near 1000 levels, but a
+# value stored just under that is read back (psycopg's json.loads) further down the stack, in
+# a claim or a GET, where it would overflow: one such job made every claim on its queue fail.
+# 128 levels is far beyond real payloads and leaves the whole path a wide margin.
+MAX_JSON_DEPTH = 128
+
+
+def _not_too_deep(value: Any) -> Any:
+    # Level by level rather than recursively, so that the check cannot overflow the stack it
+    # protects; each container is visited once.
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+        below: list[Any] = []
+        for item in level:
+            for child in item.values() if isinstance(item, dict) else item:
+                if isinstance(child, (dict, list)):
+                    below.append(child)
+        level = below
+    return value
+
+
+Payload = Annotated[dict[str, Any], AfterValidator(_not_too_deep)]
+JsonResult = Annotated[Any, AfterValidator(_not_too_deep)]
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -31,7 +67,7 @@ class Strict(BaseModel):
 
 class JobCreate(Strict):
     type: Text255 = Field(examples=["email.welcome"])
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: Payload = Field(default_factory=dict)
     queue: QueueName = d.DEFAULT_QUEUE
     priority: Priority = 0
     delay_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
@@ -128,12 +164,12 @@ class HeartbeatPublic(BaseModel):
 
 
 class AckBody(Strict):
-    result: Any = None
+    result: JsonResult = None
 
 
 class AckItem(Strict):
     lease_id: Annotated[str, StringConstraints(min_length=1, max_length=100)]
-    result: Any = None
+    result: JsonResult = None
 
 
 class AckManyBody(Strict):
