@@ -128,30 +128,51 @@ def migrate_cmd() -> None:
 
 @app.command()
 def bench(
-    url: Annotated[str | None, typer.Option(help="a running service; default: start one")] = None,
-    database_url: Annotated[str | None, typer.Option(help="for --baseline with --url")] = None,
-    mode: Annotated[str, typer.Option(help="batch, single or both")] = "both",
-    jobs: Annotated[int, typer.Option(min=100)] = 20_000,
-    producers: Annotated[int, typer.Option(min=1)] = 4,
-    workers: Annotated[int, typer.Option(min=1)] = 8,
-    batch: Annotated[int, typer.Option(min=1, max=1000)] = 100,
-    latency_rate: Annotated[float, typer.Option(min=1)] = 200.0,
-    latency_seconds: Annotated[float, typer.Option(min=0)] = 5.0,
+    url: Annotated[str | None, typer.Option(
+        help="a running service (loopback only); default: start `jobq serve` on a free port")] = None,
+    database_url: Annotated[str | None, typer.Option(
+        help="the service's database, for --baseline and its CPU figure (default JOBQ_DATABASE_URL; "
+             "when the bench starts the service and neither is set: the embedded PostgreSQL)")] = None,
+    mode: Annotated[str, typer.Option(help="single, batch or both")] = "both",
+    jobs: Annotated[int, typer.Option(min=1, help="jobs per phase")] = 20_000,
+    producers: Annotated[int, typer.Option(min=1, help="producer tasks")] = 4,
+    workers: Annotated[int, typer.Option(min=1, help="worker tasks")] = 8,
+    batch: Annotated[int, typer.Option(min=1, max=1000, help="jobs per batch call (batch mode)")] = 100,
+    queue: Annotated[str | None, typer.Option(
+        help="base of the queue names (default: a fresh one per run)")] = None,
+    latency_rate: Annotated[float, typer.Option(min=1, help="offered jobs/s for pickup latency")] = 200.0,
+    latency_seconds: Annotated[float, typer.Option(min=0, help="how long to offer it (0: skip)")] = 5.0,
     baseline: Annotated[bool, typer.Option(help="also measure the raw-SQL ceiling")] = False,
-    server_workers: Annotated[int, typer.Option(min=1)] = 1,
-    connections: Annotated[int, typer.Option(min=1, max=16, help="raw-SQL connections")] = 2,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    connections: Annotated[str, typer.Option(
+        help="raw-SQL connection counts to try, the best kept (comma-separated, 1 to 16)")] = "1,2,4",
+    server_workers: Annotated[int, typer.Option(min=1, help="uvicorn processes of a started service")] = 1,
+    timeout: Annotated[float, typer.Option(min=1, help="seconds each phase may take")] = 300.0,
+    token: Annotated[str | None, typer.Option(
+        envvar="JOBQ_TOKEN", help="access token (default JOBQ_ADMIN_TOKEN)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
 ) -> None:
-    """Measure enqueue, drain, end-to-end rates and pickup latency over HTTP."""
+    """Measure enqueue, drain and end-to-end rates, pickup latency and CPU per job over HTTP."""
     from app import bench as b
 
-    if mode not in ("batch", "single", "both"):
-        raise typer.BadParameter("--mode is batch, single or both")
+    try:
+        bench_mode = b.Mode(mode)
+    except ValueError:
+        raise typer.BadParameter("single, batch or both", param_hint="--mode") from None
+    try:
+        counts = tuple(sorted({int(c) for c in connections.split(",") if c.strip()}))
+    except ValueError:
+        raise typer.BadParameter("comma-separated integers", param_hint="--connections") from None
+    if not counts or not all(1 <= c <= 16 for c in counts):
+        raise typer.BadParameter("between 1 and 16", param_hint="--connections")
     settings = _settings()
-    b.main(url=url, database_url=database_url or settings.database_url, mode=mode, jobs=jobs,
-           producers=producers, workers=workers, batch=batch, latency_rate=latency_rate,
-           latency_seconds=latency_seconds, with_baseline=baseline, server_workers=server_workers,
-           connections=connections, as_json=as_json)
+    cfg = b.BenchConfig(
+        url=url, database_url=database_url or (settings.libpq_url if settings.database_url else None),
+        data_dir=settings.data_dir, mode=bench_mode, jobs=jobs, producers=producers, workers=workers,
+        batch=batch, queue=queue, latency_rate=latency_rate, latency_seconds=latency_seconds,
+        baseline=baseline, server_workers=server_workers, connections=counts, timeout_s=timeout,
+        token=token or settings.admin_token,
+    )
+    raise typer.Exit(b.main(cfg, as_json=as_json))
 
 
 @app.command()
