@@ -479,7 +479,7 @@ class ModeResult:
         return None if all(v is None for v in figures.values()) else figures
 
     def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        return {
             "jobs": self.jobs,
             "enqueue_rate": round(self.enqueue.rate),
             "drain_rate": round(self.drain.rate),
@@ -489,7 +489,6 @@ class ModeResult:
             "db_cpu_ms_per_1000_jobs": self.cpu("database"),
             "bench_cpu_ms_per_1000_jobs": self.cpu("bench"),
         }
-        return out
 
 
 async def _warm_up(clients: Sequence[httpx.AsyncClient], queue: str) -> None:
