@@ -8,6 +8,7 @@ from typing import Any
 from app.core.context import Context
 from app.domain.errors import NotFound
 from app.domain.jobs import JobStatus
+from app.store import queue_settings as settings_store
 from app.store.db import Row
 from app.store.queries import Q
 
@@ -75,13 +76,7 @@ async def update_queue(ctx: Context, name: str, changes: dict[str, Any]) -> dict
     if unknown:  # the API's schema already refuses these; this guards the SQL below
         raise ValueError(f"unknown settings {sorted(unknown)}")
     if changes:
-        # Column names come from SETTINGS, never from the client.
-        assignments = ", ".join(f"{k} = %({k})s" for k in changes)
-        async with ctx.db.transaction() as conn:
-            await conn.execute(f"UPDATE queues SET {assignments} WHERE name = %(queue)s",
-                               {**changes, "queue": name})
-            if "aging_ms" in changes:
-                await conn.execute(Q.QueueAgedKeysReset, {"queue": name})
+        await settings_store.update(ctx.db, name, changes)
     ctx.forget_caps(name)
     if changes.get("paused") is False:
         ctx.wakeups.publish([name])

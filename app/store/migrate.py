@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool, text
 
@@ -63,17 +62,3 @@ def migrate(libpq_url: str) -> None:
     finally:
         engine.dispose()
     log.info("schema is at revision %s", head_revision())
-
-
-def current_revision_sql() -> str:
-    """The query /readyz uses to compare the database's revision with the code's head."""
-    return "SELECT version_num FROM alembic_version"
-
-
-def current_revision(libpq_url: str) -> str | None:
-    engine = create_engine(sqlalchemy_url(libpq_url), poolclass=pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return MigrationContext.configure(conn).get_current_revision()
-    finally:
-        engine.dispose()
