@@ -54,6 +54,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import orjson
+
+from app.bench_http import BenchClient
 
 # Long enough that no lease expires during a phase, whatever the machine's load.
 LEASE_MS = 60_000
@@ -381,29 +384,37 @@ def _timed_sync(label: str, tally: Tally, meter: CpuMeter, run: Callable[[Tally]
     return phase
 
 
+def _run(coro: Coroutine[Any, Any, Any]) -> Any:
+    """On uvloop when it is installed (uvicorn[standard] brings it), as the service runs: the
+    bench's own loop should cost as little of the shared CPU as it can."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - a dependency of uvicorn[standard]
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
 # -- HTTP ------------------------------------------------------------------------------------------
 
 
-def _client(url: str, token: str | None) -> httpx.AsyncClient:
-    """One client per task: its own keep-alive connection, no pool to contend for. No proxies
-    from the environment: the traffic must go to the loopback address it names."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.AsyncClient(base_url=url, headers=headers, timeout=REQUEST_TIMEOUT_S, trust_env=False,
-                             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+def _client(url: str, token: str | None) -> BenchClient:
+    """One client per task: its own keep-alive connection, no pool to contend for."""
+    return BenchClient(url, token, REQUEST_TIMEOUT_S)
 
 
-async def _post(client: httpx.AsyncClient, path: str, body: Any) -> Any:
-    response = await client.post(path, json=body)
-    if response.status_code >= 300:
-        raise BenchError(f"POST {path}: {response.status_code} {response.text[:500]}")
-    return response.json()
+async def _post(client: BenchClient, path: str, body: Any) -> Any:
+    status, answer = await client.post(path, body)
+    if status >= 300:
+        raise BenchError(f"POST {path}: {status} {answer[:500].decode(errors='replace')}")
+    return orjson.loads(answer)
 
 
 def _shares(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-async def _produce(client: httpx.AsyncClient, queue: str, count: int, size: int, tally: Tally) -> None:
+async def _produce(client: BenchClient, queue: str, count: int, size: int, tally: Tally) -> None:
     left = count
     while left > 0:
         if size > 1:
@@ -416,7 +427,7 @@ async def _produce(client: httpx.AsyncClient, queue: str, count: int, size: int,
         tally.add(n)
 
 
-async def _work(client: httpx.AsyncClient, worker_id: str, queue: str, size: int, tally: Tally) -> None:
+async def _work(client: BenchClient, worker_id: str, queue: str, size: int, tally: Tally) -> None:
     """Claim and ack until the phase's goal is reached (by any worker)."""
     claim = {"worker_id": worker_id, "queues": [queue], "limit": size, "lease_ms": LEASE_MS,
              "wait_ms": WAIT_MS}
@@ -453,13 +464,13 @@ async def _run_all(coros: Sequence[Coroutine[Any, Any, None]], *, until_first: b
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _enqueue_all(clients: Sequence[httpx.AsyncClient], queue: str, jobs: int, size: int,
+async def _enqueue_all(clients: Sequence[BenchClient], queue: str, jobs: int, size: int,
                        tally: Tally) -> None:
     await _run_all([_produce(c, queue, n, size, tally)
                     for c, n in zip(clients, _shares(jobs, len(clients)), strict=True)])
 
 
-async def _drain_all(clients: Sequence[httpx.AsyncClient], queue: str, size: int, tally: Tally) -> None:
+async def _drain_all(clients: Sequence[BenchClient], queue: str, size: int, tally: Tally) -> None:
     await _run_all([_work(c, f"bench-{i}", queue, size, tally) for i, c in enumerate(clients)],
                    until_first=True)
 
@@ -491,11 +502,11 @@ class ModeResult:
         }
 
 
-async def _warm_up(clients: Sequence[httpx.AsyncClient], queue: str) -> None:
+async def _warm_up(clients: Sequence[BenchClient], queue: str) -> None:
     """Open every client's connection and let the service open its pool before any timing."""
-    for response in await asyncio.gather(*(c.get("/healthz") for c in clients)):
-        if response.status_code != 200:
-            raise BenchError(f"GET /healthz: {response.status_code}")
+    for status, _ in await asyncio.gather(*(c.get("/healthz") for c in clients)):
+        if status != 200:
+            raise BenchError(f"GET /healthz: {status}")
     await _post(clients[0], "/v1/jobs/batch", {"jobs": [{"type": JOB_TYPE, "queue": queue}] * len(clients)})
     claims = [{"worker_id": "bench-warmup", "queues": [queue], "limit": 1, "lease_ms": LEASE_MS}
               for _ in clients]
@@ -551,7 +562,7 @@ async def latency(cfg: BenchConfig, url: str, meter: CpuMeter, base: str) -> dic
     pickups: list[float] = []
     tally = Tally(total)
 
-    async def work(client: httpx.AsyncClient, worker_id: str) -> None:
+    async def work(client: BenchClient, worker_id: str) -> None:
         claim = {"worker_id": worker_id, "queues": [queue], "limit": 1, "lease_ms": LEASE_MS,
                  "wait_ms": WAIT_MS}
         while not tally.complete:
@@ -560,13 +571,13 @@ async def latency(cfg: BenchConfig, url: str, meter: CpuMeter, base: str) -> dic
                 await _post(client, f"/v1/leases/{lease['lease_id']}/ack", {})
                 tally.add(1)
 
-    async def produce(client: httpx.AsyncClient, ticks: asyncio.Queue[int | None]) -> None:
+    async def produce(client: BenchClient, ticks: asyncio.Queue[int | None]) -> None:
         while (await ticks.get()) is not None:
             await _post(client, "/v1/jobs", {"type": JOB_TYPE, "queue": queue})
 
     sent_seconds = 0.0
 
-    async def pace(producers: Sequence[httpx.AsyncClient]) -> None:
+    async def pace(producers: Sequence[BenchClient]) -> None:
         # The pacer hands out ticks on the clock and a pool of producers sends them, so one
         # slow answer does not hold back the next enqueue: the offered rate stays put.
         nonlocal sent_seconds
@@ -919,7 +930,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
         }
         baseline: dict[str, Any] = {}
         for mode in cfg.modes:
-            result = asyncio.run(http_mode(cfg, service.url, meter, mode, base))
+            result = _run(http_mode(cfg, service.url, meter, mode, base))
             report[mode.value] = result.as_json()
             if raw is not None:
                 counts = cfg.connections
@@ -928,7 +939,7 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
                 else:
                     baseline |= raw_single(raw, cfg.jobs, counts, base)
         if cfg.latency_seconds > 0:
-            report["latency"] = asyncio.run(latency(cfg, service.url, meter, base))
+            report["latency"] = _run(latency(cfg, service.url, meter, base))
     if raw is not None:
         report["baseline"] = baseline
     report["ratios"], report["targets"] = _compare(report)

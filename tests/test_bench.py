@@ -72,3 +72,29 @@ def test_percentile_is_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
     assert (percentile(values, 50), percentile(values, 99), percentile(values, 100)) == (50.0, 99.0, 100.0)
     assert percentile([7.0], 99) == 7.0
+
+
+async def test_bench_client_survives_a_cancelled_long_poll(live_server: LiveServer) -> None:
+    """The bench stops workers mid long-poll between phases and reuses their clients: the
+    cancelled request's late answer must not become the next request's."""
+    import asyncio
+
+    import orjson
+
+    from app.bench_http import BenchClient
+
+    async with BenchClient(live_server.url) as c:
+        claim = {"worker_id": "w", "queues": ["bc"], "wait_ms": 5000}
+        task = asyncio.create_task(c.post("/v1/leases", claim))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        status, body = await c.post("/v1/jobs", {"type": "t", "queue": "bc"})
+        assert status == 201 and orjson.loads(body)["queue"] == "bc"
+        status, body = await c.post("/v1/leases", claim)
+        assert status == 200 and len(orjson.loads(body)["leases"]) == 1
+        status, body = await c.post("/v1/jobs", {"type": ""})
+        assert status == 422 and orjson.loads(body)["code"] == "validation_error"
+        status, body = await c.get("/healthz")
+        assert status == 200

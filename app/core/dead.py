@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from app.core.context import Context
 from app.store.queries import Q
 
@@ -17,7 +19,7 @@ async def _batched(ctx: Context, sql: str, queue: str | None, type_: str | None,
         if rows:
             ctx.events.emit(event, rows)
             if event == "replayed":
-                ctx.wakeups.publish({r["queue"] for r in rows})
+                ctx.wakeups.publish(Counter(r["queue"] for r in rows))
         done += len(rows)
         if len(rows) < size:
             break

@@ -43,7 +43,7 @@ async def cancel(ctx: Context, job_id: str) -> Row:
 async def retry(ctx: Context, job_id: str) -> Row:
     row = await _conditional(ctx, Q.JobRetry, job_id, "retried")
     ctx.events.emit("retried", [row])
-    ctx.wakeups.publish([row["queue"]])
+    ctx.wakeups.publish({row["queue"]: 1})
     return row
 
 

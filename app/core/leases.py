@@ -20,6 +20,7 @@ from app.domain.jobs import ClaimRequest, Failure, JobStatus
 from app.domain.leases import LeaseRef, parse_lease_id
 from app.domain.retry import JITTER
 from app.store.db import Row, dumps_json
+from app.store.notify import Waiter
 from app.store.queries import Q
 
 # An idle long-poll re-checks the table at least this often, in case a NOTIFY was lost
@@ -81,6 +82,12 @@ async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
     return leases
 
 
+def _pass_on(ctx: Context, req: ClaimRequest, waiter: Waiter) -> None:
+    waiter.event.set()  # marks it rung, so the bell goes to someone else
+    for q in req.queues:
+        ctx.wakeups.wake(q)
+
+
 async def _never() -> bool:
     return False
 
@@ -99,10 +106,19 @@ async def claim(
     while True:
         # Subscribe before looking, so a job enqueued between the look and the wait still
         # rings the bell.
-        with ctx.wakeups.subscribe(req.queues) as waiter:
-            leases = await claim_once(ctx, req)
+        with ctx.wakeups.subscribe(req.queues, req.limit, filtered=bool(req.types)) as waiter:
+            try:
+                leases = await claim_once(ctx, req)
+            except BaseException:
+                if waiter.rung:  # the bell rang for us and this claim will not answer it
+                    _pass_on(ctx, req, waiter)
+                raise
             remaining = deadline - loop.time()
             if leases or remaining <= 0:
+                if waiter.rung:
+                    # Rung while claiming: for a job this claim may not have seen, and it
+                    # will not look again, so the next waiter must.
+                    _pass_on(ctx, req, waiter)
                 return leases
             row = await ctx.db.fetch_one(
                 Q.QueueNextVisible, {"queues": req.queues, "types": req.types})
@@ -113,6 +129,8 @@ async def claim(
                 sleep = min(sleep, until + 0.001 if until > 0 else BLOCKED_RECHECK_S)
             await waiter.wait(sleep)
         if await gone():
+            if waiter.rung:  # the bell rang for us and nobody will answer it
+                _pass_on(ctx, req, waiter)
             return []
 
 
@@ -218,5 +236,5 @@ async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
     ctx.events.emit("dead" if row["status"] == JobStatus.DEAD else "failed", [row])
     if row["status"] == JobStatus.FAILED:
         # Waiters re-read when the next job becomes visible; this one may be the next.
-        ctx.wakeups.publish([row["queue"]])
+        ctx.wakeups.publish({row["queue"]: 1})
     return row

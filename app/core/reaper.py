@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 
 from app.core.context import Context
 from app.domain.errors import JobqError
@@ -24,7 +25,7 @@ async def reap_once(ctx: Context) -> int:
         dead = [r for r in rows if r["status"] == JobStatus.DEAD]
         if dead:
             ctx.events.emit("dead", dead)
-        ctx.wakeups.publish({r["queue"] for r in rows if r["status"] == JobStatus.PENDING})
+        ctx.wakeups.publish(Counter(r["queue"] for r in rows if r["status"] == JobStatus.PENDING))
     return len(rows)
 
 

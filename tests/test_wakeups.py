@@ -1,0 +1,175 @@
+"""Who a new job wakes. Enqueuing ``n`` jobs rings idle long-polls until their limits cover
+``n``, not every waiter on the queue (a thundering herd: eight idle workers ran eight claims
+per job, seven of them empty). The bell must never be dropped on the way: a rung long-poll
+whose worker has hung up passes it on.
+
+The first tests drive the in-process switchboard itself; the rest go through the API."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from app.store.notify import Waiter, Wakeups, parse_payload
+from tests.conftest import LiveServer
+from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many
+
+# The safety re-check of an idle long-poll is 5 s; a bell that is passed on arrives well
+# before that, even on a busy machine.
+PASSED_ON_S = 2.0
+
+
+@pytest.fixture
+def board() -> Wakeups:
+    return Wakeups("postgresql://unused")  # never started: only its local waiters are used
+
+
+def waiters(board: Wakeups, queue: str, limits: list[int], stack: contextlib.ExitStack,
+            filtered: bool = False) -> list[Waiter]:
+    return [stack.enter_context(board.subscribe([queue], limit, filtered)) for limit in limits]
+
+
+@pytest.fixture
+def stack() -> Iterator[contextlib.ExitStack]:
+    with contextlib.ExitStack() as s:
+        yield s
+
+
+def rung(ws: list[Waiter]) -> list[bool]:
+    return [w.rung for w in ws]
+
+
+def test_one_job_rings_one_waiter_the_longest_waiting(board: Wakeups, stack: contextlib.ExitStack) -> None:
+    ws = waiters(board, "q", [1] * 8, stack)
+    board.publish({"q": 1})
+    assert rung(ws) == [True] + [False] * 7
+    board.publish({"q": 1})  # the next job goes to the next idle waiter
+    assert rung(ws) == [True, True] + [False] * 6
+
+
+def test_a_batch_rings_waiters_until_their_limits_cover_it(board: Wakeups, stack: contextlib.ExitStack) -> None:
+    ws = waiters(board, "q", [100, 100, 100, 100], stack)
+    board.publish({"q": 150})
+    assert rung(ws) == [True, True, False, False]
+    small = waiters(board, "s", [1, 1, 1, 1], stack)
+    board.publish({"s": 3})
+    assert rung(small) == [True, True, True, False]
+
+
+def test_more_jobs_than_waiters_rings_them_all(board: Wakeups, stack: contextlib.ExitStack) -> None:
+    ws = waiters(board, "q", [10, 10], stack)
+    board.publish({"q": 1000})
+    assert rung(ws) == [True, True]
+
+
+def test_an_unknown_count_rings_everyone(board: Wakeups, stack: contextlib.ExitStack) -> None:
+    ws = waiters(board, "q", [1, 1, 1], stack)
+    board.publish(["q"])
+    assert rung(ws) == [True, True, True]
+    other = waiters(board, "r", [1, 1], stack)
+    board.publish({"r": None})
+    assert rung(other) == [True, True]
+
+
+def test_type_filtered_waiters_are_always_rung_and_cover_nothing(
+        board: Wakeups, stack: contextlib.ExitStack) -> None:
+    # The board does not know the new job's type: a filtered waiter may not want it, so it
+    # cannot stand in for an unfiltered one.
+    typed = waiters(board, "q", [5], stack, filtered=True)
+    plain = waiters(board, "q", [1, 1], stack)
+    board.publish({"q": 1})
+    assert rung(typed + plain) == [True, True, False]
+
+
+def test_other_queues_waiters_are_not_rung(board: Wakeups, stack: contextlib.ExitStack) -> None:
+    mine = waiters(board, "a", [1], stack)
+    theirs = waiters(board, "b", [1], stack)
+    board.publish({"a": 5})
+    assert rung(mine + theirs) == [True, False]
+
+
+def test_a_waiter_that_left_is_not_rung(board: Wakeups) -> None:
+    with board.subscribe(["q"], 1) as gone:
+        pass
+    with board.subscribe(["q"], 1) as staying:
+        board.publish({"q": 1})
+        assert staying.rung and not gone.rung
+    assert not board.has_waiters("q")
+
+
+def test_counts_for_other_processes_add_up_until_sent(board: Wakeups) -> None:
+    board.publish({"q": 2})
+    board.publish({"q": 3, "r": 1})
+    board.publish(["s"])
+    board.publish({"s": 4})
+    assert board._outbox == {"q": 5, "r": 1, "s": None}
+
+
+@pytest.mark.parametrize(("payload", "parsed"), [
+    ("jobs.email 12 abc123", ("jobs.email", 12, "abc123")),
+    ("q * abc123", ("q", None, "abc123")),
+    ("q abc123", ("q", None, "abc123")),  # no count: wake everyone
+    ("q -3 abc123", ("q", None, "abc123")),
+])
+def test_notification_payloads(payload: str, parsed: tuple[str, int | None, str]) -> None:
+    assert parse_payload(payload) == parsed
+
+
+# ------------------------------------------------------------------------- through the API
+
+
+async def test_a_batch_reaches_every_idle_worker(client: httpx.AsyncClient) -> None:
+    # Six jobs at once, six idle workers taking one each: the bell rings for six.
+    polls = [asyncio.create_task(claim(client, ["herd"], worker_id=f"w{i}", wait_ms=10_000))
+             for i in range(6)]
+    await asyncio.sleep(0.3)
+    await enqueue_many(client, [{"type": "t", "queue": "herd"}] * 6)
+    clock = Stopwatch()
+    got = await asyncio.wait_for(asyncio.gather(*polls), 12)
+    assert sorted(len(leases) for leases in got) == [1] * 6
+    assert clock.elapsed < PASSED_ON_S
+
+
+async def test_one_job_goes_to_one_waiter_and_the_rest_wait_on(client: httpx.AsyncClient) -> None:
+    polls = [asyncio.create_task(claim(client, ["one"], worker_id=f"w{i}", wait_ms=10_000))
+             for i in range(4)]
+    await asyncio.sleep(0.3)
+    first = await enqueue(client, queue="one")
+    done, waiting = await asyncio.wait(polls, timeout=PASSED_ON_S, return_when=asyncio.FIRST_COMPLETED)
+    assert [[le["job"]["id"] for le in t.result()] for t in done] == [[first["id"]]]
+    await asyncio.sleep(0.3)
+    assert all(not t.done() for t in waiting), "the others go on waiting"
+    second = await enqueue(client, queue="one")
+    done, waiting = await asyncio.wait(waiting, timeout=PASSED_ON_S, return_when=asyncio.FIRST_COMPLETED)
+    assert [[le["job"]["id"] for le in t.result()] for t in done] == [[second["id"]]]
+    for t in waiting:
+        t.cancel()
+    await asyncio.gather(*waiting, return_exceptions=True)
+
+
+async def test_a_hung_up_long_poll_passes_the_bell_on(database_url: str) -> None:
+    server = LiveServer(database_url)
+    server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as quitter, \
+                httpx.AsyncClient(base_url=server.url, timeout=30) as stayer:
+            # The quitter waits longest, so the next job's bell rings it first.
+            dead = asyncio.create_task(claim(quitter, ["hang"], worker_id="quitter", wait_ms=20_000))
+            await asyncio.sleep(0.3)
+            alive = asyncio.create_task(claim(stayer, ["hang"], worker_id="stayer", wait_ms=20_000))
+            await asyncio.sleep(0.3)
+            dead.cancel()  # the worker hangs up; the server finds out when the bell rings it
+            await asyncio.gather(dead, return_exceptions=True)
+            await quitter.aclose()
+            await asyncio.sleep(0.2)
+            job = await enqueue(stayer, queue="hang")
+            clock = Stopwatch()
+            leases = await asyncio.wait_for(alive, 25)
+            assert [le["job"]["id"] for le in leases] == [job["id"]]
+            assert clock.elapsed < PASSED_ON_S, "the bell stopped at the hung-up long-poll"
+    finally:
+        server.stop()
