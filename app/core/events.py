@@ -1,5 +1,5 @@
 """Lifecycle events of jobs: one hook the core calls after a change has committed, feeding
-metrics and one structured log line per job and event."""
+metrics and one structured log line per job and event (one record per batch: app.logs)."""
 
 from __future__ import annotations
 
@@ -32,18 +32,17 @@ class Events:
 
         batch = list(rows)
         metrics.observe(event, batch)
-        if not log.isEnabledFor(logging.INFO):
+        if not batch or not log.isEnabledFor(logging.INFO):
             return
-        for row in batch:
-            log.info(
-                event,
-                extra={
-                    "event": event,
-                    "job_id": str(row.get("id")),
-                    "queue": row.get("queue"),
-                    "type": row.get("type"),
-                    "worker_id": row.get("worker_id"),
-                    "attempt": row.get("attempt"),
-                    "duration_ms": _duration_ms(event, row),
-                },
-            )
+        # One record for the whole batch; the formatters write a line per job (app.logs).
+        log.info(event, extra={"event": event, "jobs": [
+            {
+                "job_id": str(row.get("id")),
+                "queue": row.get("queue"),
+                "type": row.get("type"),
+                "worker_id": row.get("worker_id"),
+                "attempt": row.get("attempt"),
+                "duration_ms": _duration_ms(event, row),
+            }
+            for row in batch
+        ]})
