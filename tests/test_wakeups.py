@@ -101,6 +101,29 @@ def test_a_waiter_that_left_is_not_rung(board: Wakeups) -> None:
     assert not board.has_waiters("q")
 
 
+def test_jobs_our_idle_waiters_cover_are_not_announced(board: Wakeups, stack: contextlib.ExitStack) -> None:
+    # Other processes hear only of what nobody here will claim: a NOTIFY is a round trip.
+    waiters(board, "q", [1, 1], stack)
+    board.publish({"q": 2})
+    assert board._outbox == {}
+    board.publish({"q": 3})  # both are rung already: these three go out
+    assert board._outbox == {"q": 3}
+    waiters(board, "r", [10], stack)
+    board.publish({"r": 25})
+    assert board._outbox == {"q": 3, "r": 15}
+    waiters(board, "s", [10], stack)
+    board.publish(["s"])  # a count we do not know always goes out
+    assert board._outbox["s"] is None
+
+
+def test_a_rung_waiter_remembers_its_queues(board: Wakeups, stack: contextlib.ExitStack) -> None:
+    (w,) = [stack.enter_context(board.subscribe(["a", "b", "c"], 1))]
+    board.publish({"b": 1})
+    assert w.rung_for == {"b"}
+    board.publish({"c": 1})  # already rung: passed over
+    assert w.rung_for == {"b"}
+
+
 def test_counts_for_other_processes_add_up_until_sent(board: Wakeups) -> None:
     board.publish({"q": 2})
     board.publish({"q": 3, "r": 1})
@@ -173,3 +196,46 @@ async def test_a_hung_up_long_poll_passes_the_bell_on(database_url: str) -> None
             assert clock.elapsed < PASSED_ON_S, "the bell stopped at the hung-up long-poll"
     finally:
         server.stop()
+
+
+async def test_a_claim_filled_from_an_earlier_queue_passes_the_bell_on(client: httpx.AsyncClient) -> None:
+    # "a" waits on [first, second], "b" on [second]. One batch puts a job in "second" (its
+    # bell rings "a", the longest waiting) and one in "first" ("a" is rung already). "a"
+    # claims "first" before "second" and is full: the bell for "second" must go to "b".
+    a = asyncio.create_task(claim(client, ["first", "second"], worker_id="a", wait_ms=10_000))
+    await asyncio.sleep(0.3)
+    b = asyncio.create_task(claim(client, ["second"], worker_id="b", wait_ms=10_000))
+    await asyncio.sleep(0.3)
+    jobs = await enqueue_many(client, [{"type": "t", "queue": "second"}, {"type": "t", "queue": "first"}])
+    clock = Stopwatch()
+    got_a, got_b = await asyncio.wait_for(asyncio.gather(a, b), 12)
+    assert [le["job"]["id"] for le in got_a] == [jobs[1]["id"]]
+    assert [le["job"]["id"] for le in got_b] == [jobs[0]["id"]]
+    assert clock.elapsed < PASSED_ON_S, "the bell for the second queue stopped at the full claim"
+
+
+async def test_a_bell_no_local_waiter_answers_reaches_another_replica(database_url: str) -> None:
+    """The enqueuing replica does not NOTIFY for jobs its own idle waiters cover; when the
+    waiter it counted on has hung up, the bell it passes on must still reach the other one."""
+    here, there = LiveServer(database_url), LiveServer(database_url)
+    here.start()
+    there.start()
+    try:
+        async with httpx.AsyncClient(base_url=here.url, timeout=30) as quitter, \
+                httpx.AsyncClient(base_url=here.url, timeout=30) as producer, \
+                httpx.AsyncClient(base_url=there.url, timeout=30) as stayer:
+            dead = asyncio.create_task(claim(quitter, ["xh"], worker_id="quitter", wait_ms=20_000))
+            alive = asyncio.create_task(claim(stayer, ["xh"], worker_id="stayer", wait_ms=20_000))
+            await asyncio.sleep(0.5)
+            dead.cancel()
+            await asyncio.gather(dead, return_exceptions=True)
+            await quitter.aclose()
+            await asyncio.sleep(0.2)
+            job = await enqueue(producer, queue="xh")
+            clock = Stopwatch()
+            leases = await asyncio.wait_for(alive, 25)
+            assert [le["job"]["id"] for le in leases] == [job["id"]]
+            assert clock.elapsed < PASSED_ON_S, "the other replica's waiter was never told"
+    finally:
+        here.stop()
+        there.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -82,10 +83,12 @@ async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
     return leases
 
 
-def _pass_on(ctx: Context, req: ClaimRequest, waiter: Waiter) -> None:
-    waiter.event.set()  # marks it rung, so the bell goes to someone else
-    for q in req.queues:
-        ctx.wakeups.wake(q)
+def _pass_on(ctx: Context, waiter: Waiter, queues: set[str]) -> None:
+    """Hand bells this claim will not answer to another waiter (here or, through NOTIFY, in
+    another process)."""
+    if queues:
+        waiter.ring()  # marks it rung, so the bell goes to someone else
+        ctx.wakeups.publish(dict.fromkeys(queues, 1))
 
 
 async def _never() -> bool:
@@ -103,6 +106,7 @@ async def claim(
     await ctx.ensure_queues(req.queues)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.wait_ms / 1000
+    woken_for: set[str] = set()  # the queues whose bell woke us, to be answered by this claim
     while True:
         # Subscribe before looking, so a job enqueued between the look and the wait still
         # rings the bell.
@@ -110,15 +114,18 @@ async def claim(
             try:
                 leases = await claim_once(ctx, req)
             except BaseException:
-                if waiter.rung:  # the bell rang for us and this claim will not answer it
-                    _pass_on(ctx, req, waiter)
+                _pass_on(ctx, waiter, woken_for | waiter.rung_for)
                 raise
             remaining = deadline - loop.time()
             if leases or remaining <= 0:
-                if waiter.rung:
-                    # Rung while claiming: for a job this claim may not have seen, and it
-                    # will not look again, so the next waiter must.
-                    _pass_on(ctx, req, waiter)
+                # Bells that rang during this claim may be for jobs it did not see; a bell
+                # that woke it is unanswered if the claim filled up without taking its limit
+                # from that queue (it took jobs from a queue listed before).
+                owed = set(waiter.rung_for)
+                if len(leases) == req.limit:
+                    taken = Counter(lease.job["queue"] for lease in leases)
+                    owed |= {q for q in woken_for if taken[q] < req.limit}
+                _pass_on(ctx, waiter, owed)
                 return leases
             row = await ctx.db.fetch_one(
                 Q.QueueNextVisible, {"queues": req.queues, "types": req.types})
@@ -128,10 +135,10 @@ async def claim(
                 until = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
                 sleep = min(sleep, until + 0.001 if until > 0 else BLOCKED_RECHECK_S)
             await waiter.wait(sleep)
-        if await gone():
-            if waiter.rung:  # the bell rang for us and nobody will answer it
-                _pass_on(ctx, req, waiter)
-            return []
+            woken_for = set(waiter.rung_for)
+            if await gone():
+                _pass_on(ctx, waiter, woken_for)  # nobody will claim what we were rung for
+                return []
 
 
 def _ref(lease_id: str) -> LeaseRef:

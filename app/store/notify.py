@@ -8,9 +8,10 @@ notification payload is ``<queue> <count> <origin>``, so a process ignores the e
 Waking is sized to the work: ``n`` new jobs wake idle waiters until their claim limits cover
 ``n``, not every waiter on the queue. Waking all of them for each job (a thundering herd)
 made eight idle workers run eight claims per job, seven of them empty, and tripled pickup
-latency. A rung waiter that will not claim again (its worker hung up, its claim failed, or
-it was rung during a claim that is returning) passes the bell on with ``wake``. A count we
-do not know (``None``) wakes everyone.
+latency. A rung waiter that will not answer its bell (its worker hung up, its claim failed,
+it was rung during a claim that is returning, or its claim filled up from other queues)
+passes it on. A count we do not know (``None``) wakes everyone. Jobs that idle waiters here
+cover are not announced to other processes at all.
 """
 
 from __future__ import annotations
@@ -32,18 +33,26 @@ _RECONNECT_S = 1.0
 
 class Waiter:
     """One long-poll's doorbell. ``limit`` is how many jobs its claim takes; a waiter with a
-    type filter may not want what was enqueued, so it counts for nothing and is always rung."""
+    type filter may not want what was enqueued, so it counts for nothing and is always rung.
+    ``rung_for`` names the queues it was rung for, so a claim that could not answer for all
+    of them knows which bells to pass on."""
 
-    __slots__ = ("event", "limit", "filtered")
+    __slots__ = ("event", "limit", "filtered", "rung_for")
 
     def __init__(self, limit: int = 1, filtered: bool = False) -> None:
         self.event = asyncio.Event()
         self.limit = max(limit, 1)
         self.filtered = filtered
+        self.rung_for: set[str] = set()
 
     @property
     def rung(self) -> bool:
         return self.event.is_set()
+
+    def ring(self, queue: str | None = None) -> None:
+        if queue is not None:
+            self.rung_for.add(queue)
+        self.event.set()
 
     async def wait(self, timeout_s: float) -> bool:
         if timeout_s <= 0:
@@ -100,8 +109,9 @@ class Wakeups:
     def has_waiters(self, queue: str) -> bool:
         return bool(self._waiters.get(queue))
 
-    def wake(self, queue: str, count: int | None = 1) -> None:
-        """Ring this process's waiters on ``queue`` for ``count`` new jobs (``None``: all).
+    def wake(self, queue: str, count: int | None = 1) -> int | None:
+        """Ring this process's waiters on ``queue`` for ``count`` new jobs (``None``: all);
+        returns how many of them no idle waiter here covers (``None``: maybe all).
 
         Waiters already rung are passed over: they will look anyway, and counting them would
         leave the new jobs to wait for a chain of full claims."""
@@ -110,22 +120,30 @@ class Wakeups:
             if waiter.rung:
                 continue
             if waiter.filtered or wanted is None:
-                waiter.event.set()
+                waiter.ring(queue)
             elif wanted > 0:
-                waiter.event.set()
+                waiter.ring(queue)
                 wanted -= waiter.limit
+        return None if wanted is None else max(wanted, 0)
 
     def publish(self, counts: Mapping[str, int | None] | Iterable[str]) -> None:
         """Jobs became claimable (call after commit): ``{queue: how many}``, or queue names
-        when the number is not known, which wakes every waiter on them."""
+        when the number is not known, which wakes every waiter on them.
+
+        Other processes are told only of the jobs that idle waiters here do not cover: a job
+        one of our waiters will claim needs no NOTIFY (a round trip on every single enqueue).
+        A rung waiter that does not claim passes its bell on through here, so a job it
+        leaves reaches other processes then."""
         items = counts.items() if isinstance(counts, Mapping) else ((q, None) for q in counts)
         for q, n in items:
-            self.wake(q, n)
+            rest = self.wake(q, n)
+            if rest == 0:
+                continue
             if q in self._outbox:
                 before = self._outbox[q]
-                self._outbox[q] = None if before is None or n is None else before + n
+                self._outbox[q] = None if before is None or rest is None else before + rest
             else:
-                self._outbox[q] = n
+                self._outbox[q] = rest
         if self._outbox:
             self._outbox_ready.set()
 
