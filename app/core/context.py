@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from app.core.events import Events
 from app.store.db import Database
@@ -11,12 +12,23 @@ from app.store.notify import Wakeups
 from app.store.queries import Q
 
 CAPS_TTL_S = 1.0
+# How long an idle long-poll trusts a reading of when the next waiting job becomes visible,
+# while no bell has rung for its queues; and how many such readings are kept.
+NEXT_VISIBLE_TTL_S = 1.0
+NEXT_VISIBLE_KEEP = 10_000
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimSettings:
     max_running: int | None = None
     aging_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NextVisible:
+    value: datetime | None
+    generations: tuple[int, ...]
+    read_at: float
 
 
 @dataclass
@@ -32,6 +44,8 @@ class Context:
     # not, and a change made on another replica applies within the TTL.
     claim_settings: dict[str, ClaimSettings] = field(default_factory=dict)
     _caps_read_at: dict[str, float] = field(default_factory=dict)
+    # Readings of QueueNextVisible by (queues, types): see core.leases.
+    next_visible: dict[tuple[tuple[str, ...], tuple[str, ...] | None], NextVisible] = field(default_factory=dict)
     # True while this process holds the background duties' lock (see duties.py).
     is_leader: bool = False
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.core.context import ClaimSettings, Context
+from app.core.context import NEXT_VISIBLE_KEEP, NEXT_VISIBLE_TTL_S, ClaimSettings, Context, NextVisible
 from app.domain.errors import LeaseLost, NotFound
 from app.domain.jobs import ClaimRequest, Failure, JobStatus
 from app.domain.leases import LeaseRef, parse_lease_id
@@ -83,6 +84,28 @@ async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
     return leases
 
 
+async def _next_visible(ctx: Context, req: ClaimRequest) -> datetime | None:
+    """When the next waiting job this long-poll could take becomes visible (None: no job).
+
+    Every idle re-poll of a busy worker used to ask the database (a query per job in a
+    one-job-per-call workload). A reading stands for NEXT_VISIBLE_TTL_S while no bell rings
+    for these queues and its time is still ahead: new jobs, retries, expiries and unpausing
+    all ring a bell here or, through NOTIFY, in the process that changed them."""
+    key = (tuple(req.queues), tuple(req.types) if req.types else None)
+    generations = tuple(ctx.wakeups.generation(q) for q in req.queues)
+    now = time.monotonic()
+    hit = ctx.next_visible.get(key)
+    if (hit is not None and hit.generations == generations and now - hit.read_at < NEXT_VISIBLE_TTL_S
+            and (hit.value is None or hit.value > datetime.now(hit.value.tzinfo))):
+        return hit.value
+    row = await ctx.db.fetch_one(Q.QueueNextVisible, {"queues": req.queues, "types": req.types})
+    value = row["next_visible_at"] if row else None
+    if len(ctx.next_visible) >= NEXT_VISIBLE_KEEP:  # keys come from clients: keep it bounded
+        ctx.next_visible.clear()
+    ctx.next_visible[key] = NextVisible(value, generations, now)
+    return value
+
+
 def _pass_on(ctx: Context, waiter: Waiter, queues: set[str]) -> None:
     """Hand bells this claim will not answer to another waiter (here or, through NOTIFY, in
     another process)."""
@@ -127,10 +150,8 @@ async def claim(
                     owed |= {q for q in woken_for if taken[q] < req.limit}
                 _pass_on(ctx, waiter, owed)
                 return leases
-            row = await ctx.db.fetch_one(
-                Q.QueueNextVisible, {"queues": req.queues, "types": req.types})
             sleep = min(remaining, SAFETY_RECHECK_S)
-            nxt = row["next_visible_at"] if row else None
+            nxt = await _next_visible(ctx, req)
             if nxt is not None:
                 until = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
                 sleep = min(sleep, until + 0.001 if until > 0 else BLOCKED_RECHECK_S)

@@ -72,6 +72,9 @@ class Wakeups:
         # Insertion-ordered, so the longest-waiting waiter is rung first.
         self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
         self._outbox: dict[str, int | None] = {}
+        # Bumped by every bell for a queue: something there may have changed since a reading
+        # taken at an older generation (see the long-poll's next-visible cache).
+        self._generation: dict[str, int] = defaultdict(int)
         self._outbox_ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.listening = asyncio.Event()
@@ -106,6 +109,9 @@ class Wakeups:
                     if not bucket:
                         del self._waiters[q]
 
+    def generation(self, queue: str) -> int:
+        return self._generation.get(queue, 0)
+
     def has_waiters(self, queue: str) -> bool:
         return bool(self._waiters.get(queue))
 
@@ -115,6 +121,7 @@ class Wakeups:
 
         Waiters already rung are passed over: they will look anyway, and counting them would
         leave the new jobs to wait for a chain of full claims."""
+        self._generation[queue] += 1
         wanted = count
         for waiter in list(self._waiters.get(queue, ())):
             if waiter.rung:
