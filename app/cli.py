@@ -150,9 +150,17 @@ def bench(
     token: Annotated[str | None, typer.Option(
         envvar="JOBQ_TOKEN", help="access token (default JOBQ_ADMIN_TOKEN)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
+    drivers: Annotated[bool, typer.Option(
+        help="only compare psycopg's paths (async, pool, pipeline, sync, sync in threads) on the "
+             "database, then exit")] = False,
 ) -> None:
     """Measure enqueue, drain and end-to-end rates, pickup latency and CPU per job over HTTP."""
     from app import bench as b
+
+    if drivers:
+        settings = _settings()
+        raise typer.Exit(_bench_drivers(
+            database_url or (settings.libpq_url if settings.database_url else None), as_json))
 
     try:
         bench_mode = b.Mode(mode)
@@ -173,6 +181,33 @@ def bench(
         token=token or settings.admin_token,
     )
     raise typer.Exit(b.main(cfg, as_json=as_json))
+
+
+def _bench_drivers(database_url: str | None, as_json: bool) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from app import bench_drivers
+    from app.store.migrate import migrate
+
+    if database_url is None:
+        typer.echo("jobq bench --drivers needs --database-url or JOBQ_DATABASE_URL", err=True)
+        return 2
+    migrate(database_url)  # the statement reads the jobs table
+    figures = bench_drivers.measure(database_url)
+    if as_json:
+        typer.echo(json.dumps([{"path": f.path, "rate": round(f.rate), "cpu_us": round(f.cpu_us)}
+                               for f in figures]))
+        return 0
+    table = Table(title="one prepared primary-key SELECT through each psycopg path")
+    for column in ("path", "statements/s", "client CPU per statement (us)"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+    for f in figures:
+        table.add_row(f.path, f"{f.rate:,.0f}", f"{f.cpu_us:,.0f}")
+    Console().print(table)
+    return 0
 
 
 @app.command()

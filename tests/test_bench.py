@@ -98,3 +98,15 @@ async def test_bench_client_survives_a_cancelled_long_poll(live_server: LiveServ
         assert status == 422 and orjson.loads(body)["code"] == "validation_error"
         status, body = await c.get("/healthz")
         assert status == 200
+
+
+def test_bench_drivers_compares_every_psycopg_path(database_url: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "app.cli", "bench", "--drivers", "--json", "--database-url", database_url],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)
+    assert [f["path"] for f in figures] == [
+        "async", "sync", "async pipeline of 8", "async pool x8", "sync in 8 threads"]
+    assert all(_rate(f["rate"]) and f["cpu_us"] > 0 for f in figures)

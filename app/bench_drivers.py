@@ -1,0 +1,125 @@
+"""``jobq bench --drivers``: the cost of one statement through each psycopg path we could use.
+
+The service talks to PostgreSQL through async psycopg. Issue 5 asked to measure that choice
+before settling on it: on this kind of VM a ``SELECT 1`` loop had run about 3x slower in
+async mode than in sync mode. This runs the same small prepared statement (a primary-key
+lookup in ``jobs``) through each path and reports statements per second and this process's
+CPU per statement:
+
+- async: one AsyncConnection, one statement per round trip (what the service does);
+- async pool x8: eight concurrent tasks sharing an AsyncConnectionPool (the service's shape);
+- async pipeline: batches of 8 statements per round trip on one connection;
+- sync: one blocking Connection;
+- sync in threads: eight event-loop tasks, each handing its statement to a thread pool
+  over a sync ConnectionPool (the usual way to use a sync driver from an async server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+SQL = "SELECT id, queue, type, status FROM jobs WHERE id = %(id)s"
+CONCURRENCY = 8
+PIPELINE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class DriverFigure:
+    path: str
+    rate: float
+    cpu_us: float  # this process's CPU per statement
+
+
+def _timed(path: str, n: int, run: Callable[[], None]) -> DriverFigure:
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return DriverFigure(path, n / wall, cpu / n * 1e6)
+
+
+async def _async_timed(path: str, n: int, run: Callable[[], Awaitable[None]]) -> DriverFigure:
+    wall, cpu = time.perf_counter(), time.process_time()
+    await run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return DriverFigure(path, n / wall, cpu / n * 1e6)
+
+
+async def _async_paths(url: str, n: int) -> list[DriverFigure]:
+    kwargs = {"autocommit": True, "prepare_threshold": 0}
+    out: list[DriverFigure] = []
+    async with await psycopg.AsyncConnection.connect(url, **kwargs) as conn:
+
+        async def one_by_one() -> None:
+            for i in range(n):
+                await (await conn.execute(SQL, {"id": i})).fetchall()
+
+        async def pipelined() -> None:
+            for start in range(0, n, PIPELINE):
+                async with conn.pipeline():
+                    curs = [await conn.execute(SQL, {"id": i}) for i in range(start, start + PIPELINE)]
+                for cur in curs:
+                    await cur.fetchall()
+
+        await one_by_one()  # warm: prepare the statement, fill caches
+        out.append(await _async_timed("async", n, one_by_one))
+        out.append(await _async_timed(f"async pipeline of {PIPELINE}", n, pipelined))
+
+    async with AsyncConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY, kwargs=kwargs,
+                                   open=False) as pool:
+        await pool.wait()
+
+        async def task() -> None:
+            for i in range(n // CONCURRENCY):
+                async with pool.connection() as conn:
+                    await (await conn.execute(SQL, {"id": i})).fetchall()
+
+        async def pooled() -> None:
+            await asyncio.gather(*(task() for _ in range(CONCURRENCY)))
+
+        out.append(await _async_timed(f"async pool x{CONCURRENCY}", n, pooled))
+
+    sync_pool = ConnectionPool(url, min_size=CONCURRENCY, max_size=CONCURRENCY, kwargs=kwargs, open=True)
+    try:
+        sync_pool.wait()
+        loop = asyncio.get_running_loop()
+        with concurrent.futures.ThreadPoolExecutor(CONCURRENCY) as threads:
+
+            def statement(i: int) -> None:
+                with sync_pool.connection() as conn:
+                    conn.execute(SQL, {"id": i}).fetchall()
+
+            async def handed_over() -> None:
+                for i in range(n // CONCURRENCY):
+                    await loop.run_in_executor(threads, statement, i)
+
+            async def threaded() -> None:
+                await asyncio.gather(*(handed_over() for _ in range(CONCURRENCY)))
+
+            out.append(await _async_timed(f"sync in {CONCURRENCY} threads", n, threaded))
+    finally:
+        sync_pool.close()
+    return out
+
+
+def measure(url: str, n: int = 3000) -> list[DriverFigure]:
+    """Each path once, in one run, so the figures share the machine's noise."""
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        figures = runner.run(_async_paths(url, n))
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
+
+        def sync_loop() -> None:
+            for i in range(n):
+                conn.execute(SQL, {"id": i}).fetchall()
+
+        sync_loop()
+        figures.insert(1, _timed("sync", n, sync_loop))
+    return figures
