@@ -51,6 +51,12 @@ def test_bench_runs_both_modes_with_baseline(live_server: LiveServer) -> None:
     assert set(baseline["batch_by_connections"]) == {"1", "2"}
     assert set(report["ratios"]) == {"batch_enqueue_vs_raw", "batch_drain_vs_raw", "single_e2e_vs_raw"}
     assert all(_rate(r) for r in report["ratios"].values())
+    import psycopg
+
+    with psycopg.connect(live_server.database_url) as conn:
+        left = conn.execute("SELECT count(*) FROM jobs WHERE starts_with(queue, %s)",
+                            (report["config"]["queue"] + ".",)).fetchone()
+    assert left == (0,), "the bench leaves no jobs of its own behind"
     assert [t["figure"] for t in report["targets"]] == [
         "batch drain / raw batch drain", "single end-to-end / raw single whole life", "pickup p50", "pickup p99"]
 
