@@ -80,18 +80,23 @@ picked AS (
      ORDER BY j.priority DESC, j.visible_at, j.id
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
+),
+-- The picked ids go to the UPDATE as an array, not a join: a cached generic plan may then
+-- only fetch them by primary key. Joined, a plan made while the table looked empty seq-scanned
+-- all of jobs on every claim (15 ms at 20,000 rows).
+claimed AS (
+    UPDATE jobs j
+       SET status       = 'running',
+           attempt      = j.attempt + 1,
+           lease_token  = nextval('jobs_lease_token_seq'),
+           lease_ms     = coalesce(%(lease_ms)s, (SELECT lease_ms FROM q)),
+           locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, (SELECT lease_ms FROM q)) / 1000.0),
+           worker_id    = %(worker_id)s,
+           claimed_at   = now()
+     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING j.*
 )
-UPDATE jobs j
-   SET status       = 'running',
-       attempt      = j.attempt + 1,
-       lease_token  = nextval('jobs_lease_token_seq'),
-       lease_ms     = coalesce(%(lease_ms)s, q.lease_ms),
-       locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, q.lease_ms) / 1000.0),
-       worker_id    = %(worker_id)s,
-       claimed_at   = now()
-  FROM picked, q
- WHERE j.id = picked.id
-RETURNING j.*;
+SELECT * FROM claimed ORDER BY priority DESC, visible_at, id;
 
 -- name: JobClaimAged
 -- JobClaim for a queue with aging_ms: effective priority order, from the aging index.
@@ -110,18 +115,23 @@ picked AS (
      ORDER BY j.aged_key, j.id
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
+),
+-- The picked ids go to the UPDATE as an array, not a join: a cached generic plan may then
+-- only fetch them by primary key. Joined, a plan made while the table looked empty seq-scanned
+-- all of jobs on every claim (15 ms at 20,000 rows).
+claimed AS (
+    UPDATE jobs j
+       SET status       = 'running',
+           attempt      = j.attempt + 1,
+           lease_token  = nextval('jobs_lease_token_seq'),
+           lease_ms     = coalesce(%(lease_ms)s, (SELECT lease_ms FROM q)),
+           locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, (SELECT lease_ms FROM q)) / 1000.0),
+           worker_id    = %(worker_id)s,
+           claimed_at   = now()
+     WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING j.*
 )
-UPDATE jobs j
-   SET status       = 'running',
-       attempt      = j.attempt + 1,
-       lease_token  = nextval('jobs_lease_token_seq'),
-       lease_ms     = coalesce(%(lease_ms)s, q.lease_ms),
-       locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, q.lease_ms) / 1000.0),
-       worker_id    = %(worker_id)s,
-       claimed_at   = now()
-  FROM picked, q
- WHERE j.id = picked.id
-RETURNING j.*;
+SELECT * FROM claimed ORDER BY aged_key, id;
 
 -- name: QueueCaps
 -- The settings a claim needs to pick its statement: running cap and aging.
@@ -168,6 +178,8 @@ UPDATE jobs j
    SET status = 'completed', result = a.result, completed_at = now(), locked_until = NULL
   FROM jsonb_to_recordset(%(acks)s::jsonb) AS a(job_id bigint, token bigint, result jsonb)
  WHERE j.id = a.job_id AND j.lease_token = a.token AND j.status = 'running'
+   -- Lets a cached generic plan fetch the jobs by primary key instead of reading every running job.
+   AND j.id = ANY (ARRAY(SELECT (e->>'job_id')::bigint FROM jsonb_array_elements(%(acks)s::jsonb) AS e))
 RETURNING j.id, j.lease_token, j.queue, j.type, j.worker_id, j.attempt, j.claimed_at, j.completed_at;
 
 -- name: LeaseFail
@@ -232,6 +244,7 @@ UPDATE jobs j
        locked_until   = NULL
   FROM expired e
  WHERE j.id = e.id
+   AND j.id = ANY (ARRAY(SELECT id FROM expired))  -- by primary key, whatever the plan (see JobClaim)
 RETURNING j.id, j.queue, j.type, j.status, j.worker_id, j.attempt, j.claimed_at;
 
 -- name: JobGet
