@@ -109,7 +109,8 @@ jobs = Table(
 
 # Counts of jobs by queue, type and status, kept by statement triggers on ``jobs`` so that
 # max_depth checks and queue stats never count rows. Each backend writes its own shard
-# (pg_backend_pid() % 16), so concurrent transactions rarely wait on the same counter row.
+# (pg_backend_pid() % 256, migration 0003), so concurrent transactions rarely wait on the
+# same counter row.
 job_counts = Table(
     "job_counts",
     metadata,
