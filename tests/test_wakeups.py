@@ -119,9 +119,34 @@ def test_jobs_our_idle_waiters_cover_are_not_announced(board: Wakeups, stack: co
 def test_a_rung_waiter_remembers_its_queues(board: Wakeups, stack: contextlib.ExitStack) -> None:
     (w,) = [stack.enter_context(board.subscribe(["a", "b", "c"], 1))]
     board.publish({"b": 1})
-    assert w.rung_for == {"b"}
+    assert w.rung_for == {"b": 1}
     board.publish({"c": 1})  # already rung: passed over
-    assert w.rung_for == {"b"}
+    assert w.rung_for == {"b": 1}
+
+
+def test_a_rung_waiter_knows_how_many_jobs_it_was_counted_for(
+        board: Wakeups, stack: contextlib.ExitStack) -> None:
+    # What a waiter that does not answer passes on: all it stood for, not one job.
+    big, small = waiters(board, "q", [100, 10], stack)
+    board.publish({"q": 30})
+    assert big.rung_for == {"q": 30} and not small.rung
+    board.publish({"q": 500})
+    assert small.rung_for == {"q": 10}
+    unknown = waiters(board, "r", [5], stack)[0]
+    board.publish(["r"])
+    assert unknown.rung_for == {"r": None}
+
+
+def test_generations_only_grow_and_stay_bounded(board: Wakeups) -> None:
+    from app.store.notify import GENERATIONS_KEPT
+
+    board.publish({"first": 1})
+    seen = board.generation("first")
+    for i in range(GENERATIONS_KEPT + 5):
+        board.publish({f"q{i}": 1})
+    assert len(board._generation) <= GENERATIONS_KEPT
+    board.publish({"first": 1})  # forgotten on the way, and still newer than before
+    assert board.generation("first") > seen
 
 
 def test_counts_for_other_processes_add_up_until_sent(board: Wakeups) -> None:
@@ -137,6 +162,7 @@ def test_counts_for_other_processes_add_up_until_sent(board: Wakeups) -> None:
     ("q * abc123", ("q", None, "abc123")),
     ("q abc123", ("q", None, "abc123")),  # no count: wake everyone
     ("q -3 abc123", ("q", None, "abc123")),
+    ("q \u00b2 abc123", ("q", None, "abc123")),  # a digit to str.isdigit, not to int()
 ])
 def test_notification_payloads(payload: str, parsed: tuple[str, int | None, str]) -> None:
     assert parse_payload(payload) == parsed

@@ -106,12 +106,12 @@ async def _next_visible(ctx: Context, req: ClaimRequest) -> datetime | None:
     return value
 
 
-def _pass_on(ctx: Context, waiter: Waiter, queues: set[str]) -> None:
-    """Hand bells this claim will not answer to another waiter (here or, through NOTIFY, in
-    another process)."""
-    if queues:
+def _pass_on(ctx: Context, waiter: Waiter, owed: dict[str, int | None]) -> None:
+    """Hand the jobs of bells this claim will not answer to other waiters (here or, through
+    NOTIFY, in another process): as many as we were counted for (``None``: everyone)."""
+    if owed:
         waiter.ring()  # marks it rung, so the bell goes to someone else
-        ctx.wakeups.publish(dict.fromkeys(queues, 1))
+        ctx.wakeups.publish(owed)
 
 
 async def _never() -> bool:
@@ -129,37 +129,49 @@ async def claim(
     await ctx.ensure_queues(req.queues)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.wait_ms / 1000
-    woken_for: set[str] = set()  # the queues whose bell woke us, to be answered by this claim
+    # The bells that woke us (queue -> jobs counted on us), to be answered by the next claim.
+    woken_for: dict[str, int | None] = {}
     while True:
         # Subscribe before looking, so a job enqueued between the look and the wait still
         # rings the bell.
         with ctx.wakeups.subscribe(req.queues, req.limit, filtered=bool(req.types)) as waiter:
             try:
                 leases = await claim_once(ctx, req)
+                remaining = deadline - loop.time()
+                if leases or remaining <= 0:
+                    # Bells that rang during this claim may be for jobs it did not see; a bell
+                    # that woke it is short of what it was counted for if the claim filled up
+                    # from a queue listed before.
+                    owed = dict(waiter.rung_for)
+                    if len(leases) == req.limit:
+                        taken = Counter(lease.job["queue"] for lease in leases)
+                        for q, n in woken_for.items():
+                            short = None if n is None else n - taken[q]
+                            if short is None or short > 0:
+                                owed[q] = _add(owed.get(q, 0), short)
+                    _pass_on(ctx, waiter, owed)
+                    return leases
+                sleep = min(remaining, SAFETY_RECHECK_S)
+                nxt = await _next_visible(ctx, req)
+                if nxt is not None:
+                    until = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
+                    sleep = min(sleep, until + 0.001 if until > 0 else BLOCKED_RECHECK_S)
+                await waiter.wait(sleep)
+                hung_up = await gone()
+                woken_for = dict(waiter.rung_for)  # after gone(): a bell may ring meanwhile
+                if hung_up:
+                    _pass_on(ctx, waiter, woken_for)  # nobody will claim what we were rung for
+                    return []
             except BaseException:
-                _pass_on(ctx, waiter, woken_for | waiter.rung_for)
-                raise
-            remaining = deadline - loop.time()
-            if leases or remaining <= 0:
-                # Bells that rang during this claim may be for jobs it did not see; a bell
-                # that woke it is unanswered if the claim filled up without taking its limit
-                # from that queue (it took jobs from a queue listed before).
-                owed = set(waiter.rung_for)
-                if len(leases) == req.limit:
-                    taken = Counter(lease.job["queue"] for lease in leases)
-                    owed |= {q for q in woken_for if taken[q] < req.limit}
+                owed = dict(woken_for)
+                for q, n in waiter.rung_for.items():
+                    owed[q] = _add(owed.get(q, 0), n)
                 _pass_on(ctx, waiter, owed)
-                return leases
-            sleep = min(remaining, SAFETY_RECHECK_S)
-            nxt = await _next_visible(ctx, req)
-            if nxt is not None:
-                until = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
-                sleep = min(sleep, until + 0.001 if until > 0 else BLOCKED_RECHECK_S)
-            await waiter.wait(sleep)
-            woken_for = set(waiter.rung_for)
-            if await gone():
-                _pass_on(ctx, waiter, woken_for)  # nobody will claim what we were rung for
-                return []
+                raise
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b
 
 
 def _ref(lease_id: str) -> LeaseRef:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import uuid
 from collections import defaultdict
@@ -29,13 +30,15 @@ log = logging.getLogger("jobq.notify")
 
 CHANNEL = "jobq_jobs"
 _RECONNECT_S = 1.0
+# Queues whose generation is remembered; past this the table starts over (see Wakeups.wake).
+GENERATIONS_KEPT = 10_000
 
 
 class Waiter:
     """One long-poll's doorbell. ``limit`` is how many jobs its claim takes; a waiter with a
     type filter may not want what was enqueued, so it counts for nothing and is always rung.
-    ``rung_for`` names the queues it was rung for, so a claim that could not answer for all
-    of them knows which bells to pass on."""
+    ``rung_for`` holds, per queue it was rung for, how many new jobs it was counted for
+    (``None``: unknown), so a claim that could not answer for them all knows what to pass on."""
 
     __slots__ = ("event", "limit", "filtered", "rung_for")
 
@@ -43,15 +46,15 @@ class Waiter:
         self.event = asyncio.Event()
         self.limit = max(limit, 1)
         self.filtered = filtered
-        self.rung_for: set[str] = set()
+        self.rung_for: dict[str, int | None] = {}
 
     @property
     def rung(self) -> bool:
         return self.event.is_set()
 
-    def ring(self, queue: str | None = None) -> None:
+    def ring(self, queue: str | None = None, count: int | None = None) -> None:
         if queue is not None:
-            self.rung_for.add(queue)
+            self.rung_for[queue] = count
         self.event.set()
 
     async def wait(self, timeout_s: float) -> bool:
@@ -74,7 +77,8 @@ class Wakeups:
         self._outbox: dict[str, int | None] = {}
         # Bumped by every bell for a queue: something there may have changed since a reading
         # taken at an older generation (see the long-poll's next-visible cache).
-        self._generation: dict[str, int] = defaultdict(int)
+        self._generation: dict[str, int] = {}
+        self._ticks = itertools.count(1)
         self._outbox_ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.listening = asyncio.Event()
@@ -121,15 +125,19 @@ class Wakeups:
 
         Waiters already rung are passed over: they will look anyway, and counting them would
         leave the new jobs to wait for a chain of full claims."""
-        self._generation[queue] += 1
+        if len(self._generation) >= GENERATIONS_KEPT and queue not in self._generation:
+            # Queue names come from clients. Forgetting is safe: generations only grow (a
+            # process-wide counter), so a forgotten queue's next one matches no old reading.
+            self._generation.clear()
+        self._generation[queue] = next(self._ticks)
         wanted = count
         for waiter in list(self._waiters.get(queue, ())):
             if waiter.rung:
                 continue
             if waiter.filtered or wanted is None:
-                waiter.ring(queue)
+                waiter.ring(queue, None)
             elif wanted > 0:
-                waiter.ring(queue)
+                waiter.ring(queue, min(wanted, waiter.limit))
                 wanted -= waiter.limit
         return None if wanted is None else max(wanted, 0)
 
@@ -174,6 +182,10 @@ class Wakeups:
                 raise
             except Exception as exc:  # the database is away; local waiters were woken already
                 log.warning("NOTIFY failed: %s", exc)
+                for q, n in batch.items():  # keep them for the next try
+                    before = self._outbox.get(q, 0)
+                    self._outbox[q] = None if before is None or n is None else before + n
+                self._outbox_ready.set()
                 if conn is not None:
                     await conn.close()
                 conn = None
@@ -207,7 +219,7 @@ def parse_payload(payload: str) -> tuple[str, int | None, str]:
     queue, _, count = head.rpartition(" ")
     if not queue:
         return head, None, origin
-    return queue, int(count) if count.isdigit() else None, origin
+    return queue, int(count) if count.isascii() and count.isdigit() else None, origin
 
 
 @contextlib.asynccontextmanager
