@@ -265,3 +265,20 @@ async def test_a_bell_no_local_waiter_answers_reaches_another_replica(database_u
     finally:
         here.stop()
         there.stop()
+
+
+async def test_a_delayed_job_reaches_a_waiter_its_bell_skipped(client: httpx.AsyncClient) -> None:
+    # The enqueue's bell rings "short" (the longest waiting), whose wait ends before the job
+    # is due; "long" looked before the job existed and sleeps towards its 5 s re-check. A
+    # timer at the job's visible time rings "long" then.
+    assert await claim(client, ["later"]) == []  # the queue exists: both subscribe in order
+    short = asyncio.create_task(claim(client, ["later"], worker_id="short", wait_ms=700))
+    await asyncio.sleep(0.05)
+    long = asyncio.create_task(claim(client, ["later"], worker_id="long", wait_ms=15_000))
+    await asyncio.sleep(0.3)
+    job = await enqueue(client, queue="later", delay_ms=1500)
+    clock = Stopwatch()
+    assert await asyncio.wait_for(short, 5) == []
+    leases = await asyncio.wait_for(long, 15)
+    assert [le["job"]["id"] for le in leases] == [job["id"]]
+    assert clock.elapsed < 1.5 + PASSED_ON_S, "the waiter the bell skipped waited for its re-check"

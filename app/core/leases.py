@@ -277,4 +277,5 @@ async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
     if row["status"] == JobStatus.FAILED:
         # Waiters re-read when the next job becomes visible; this one may be the next.
         ctx.wakeups.publish({row["queue"]: 1})
+        ctx.wake_when_visible([row])
     return row
