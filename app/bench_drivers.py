@@ -37,18 +37,27 @@ class DriverFigure:
     cpu_us: float  # this process's CPU per statement
 
 
+class _Clock:
+    """Wall and CPU time of one measured run, as a figure per statement."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def figure(self, path: str, n: int) -> DriverFigure:
+        wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        return DriverFigure(path, n / wall, cpu / n * 1e6)
+
+
 def _timed(path: str, n: int, run: Callable[[], None]) -> DriverFigure:
-    wall, cpu = time.perf_counter(), time.process_time()
+    clock = _Clock()
     run()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return DriverFigure(path, n / wall, cpu / n * 1e6)
+    return clock.figure(path, n)
 
 
 async def _async_timed(path: str, n: int, run: Callable[[], Awaitable[None]]) -> DriverFigure:
-    wall, cpu = time.perf_counter(), time.process_time()
+    clock = _Clock()
     await run()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    return DriverFigure(path, n / wall, cpu / n * 1e6)
+    return clock.figure(path, n)
 
 
 async def _async_paths(url: str, n: int) -> list[DriverFigure]:

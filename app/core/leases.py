@@ -22,7 +22,7 @@ from app.domain.jobs import ClaimRequest, Failure, JobStatus
 from app.domain.leases import LeaseRef, parse_lease_id
 from app.domain.retry import JITTER
 from app.store.db import Row, dumps_json
-from app.store.notify import Waiter
+from app.store.notify import Waiter, add_counts
 from app.store.queries import Q
 
 # An idle long-poll re-checks the table at least this often, in case a NOTIFY was lost
@@ -142,14 +142,12 @@ async def claim(
                     # Bells that rang during this claim may be for jobs it did not see; a bell
                     # that woke it is short of what it was counted for if the claim filled up
                     # from a queue listed before.
-                    owed = dict(waiter.rung_for)
+                    unanswered: dict[str, int | None] = {}
                     if len(leases) == req.limit:
                         taken = Counter(lease.job["queue"] for lease in leases)
-                        for q, n in woken_for.items():
-                            short = None if n is None else n - taken[q]
-                            if short is None or short > 0:
-                                owed[q] = _add(owed.get(q, 0), short)
-                    _pass_on(ctx, waiter, owed)
+                        unanswered = {q: None if n is None else n - taken[q] for q, n in woken_for.items()}
+                        unanswered = {q: n for q, n in unanswered.items() if n is None or n > 0}
+                    _pass_on(ctx, waiter, _merged(waiter.rung_for, unanswered))
                     return leases
                 sleep = min(remaining, SAFETY_RECHECK_S)
                 nxt = await _next_visible(ctx, req)
@@ -163,15 +161,15 @@ async def claim(
                     _pass_on(ctx, waiter, woken_for)  # nobody will claim what we were rung for
                     return []
             except BaseException:
-                owed = dict(woken_for)
-                for q, n in waiter.rung_for.items():
-                    owed[q] = _add(owed.get(q, 0), n)
-                _pass_on(ctx, waiter, owed)
+                _pass_on(ctx, waiter, _merged(woken_for, waiter.rung_for))
                 raise
 
 
-def _add(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a + b
+def _merged(a: dict[str, int | None], b: dict[str, int | None]) -> dict[str, int | None]:
+    out = dict(a)
+    for q, n in b.items():
+        out[q] = add_counts(out.get(q, 0), n)
+    return out
 
 
 def _ref(lease_id: str) -> LeaseRef:

@@ -152,13 +152,8 @@ class Wakeups:
         items = counts.items() if isinstance(counts, Mapping) else ((q, None) for q in counts)
         for q, n in items:
             rest = self.wake(q, n)
-            if rest == 0:
-                continue
-            if q in self._outbox:
-                before = self._outbox[q]
-                self._outbox[q] = None if before is None or rest is None else before + rest
-            else:
-                self._outbox[q] = rest
+            if rest != 0:
+                self._outbox[q] = add_counts(self._outbox.get(q, 0), rest)
         if self._outbox:
             self._outbox_ready.set()
 
@@ -183,8 +178,7 @@ class Wakeups:
             except Exception as exc:  # the database is away; local waiters were woken already
                 log.warning("NOTIFY failed: %s", exc)
                 for q, n in batch.items():  # keep them for the next try
-                    before = self._outbox.get(q, 0)
-                    self._outbox[q] = None if before is None or n is None else before + n
+                    self._outbox[q] = add_counts(self._outbox.get(q, 0), n)
                 self._outbox_ready.set()
                 if conn is not None:
                     await conn.close()
@@ -210,6 +204,11 @@ class Wakeups:
                 self.listening.clear()
                 log.warning("LISTEN connection lost (%s); reconnecting", exc)
                 await asyncio.sleep(_RECONNECT_S)
+
+
+def add_counts(a: int | None, b: int | None) -> int | None:
+    """Job counts of bells; ``None`` (unknown, wake everyone) absorbs any number."""
+    return None if a is None or b is None else a + b
 
 
 def parse_payload(payload: str) -> tuple[str, int | None, str]:
