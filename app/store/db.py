@@ -80,11 +80,20 @@ class Database:
             yield conn
 
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
+        # The hot path of every request: the pool's getconn/putconn without the layers of
+        # context managers ``connection`` stacks (about 5% of the service's CPU in single
+        # mode), and the result's field count instead of ``cursor.description``, which
+        # builds a Column object per field on every call.
         for attempt in range(_RETRIES):
             try:
-                async with self.connection() as conn:
-                    cur = await conn.execute(sql, params)
-                    return await cur.fetchall() if cur.description else []
+                with self.translate():
+                    conn = await self.pool.getconn(self.timeout_s)
+                    try:
+                        cur = await conn.execute(sql, params)
+                        result = cur.pgresult
+                        return await cur.fetchall() if result is not None and result.nfields else []
+                    finally:
+                        await self.pool.putconn(conn)
             except _RETRYABLE:
                 if attempt == _RETRIES - 1:
                     raise
