@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app.api import problems
+from app.api.hot import HotPaths
 from app.api.limits import BodyLimit
 from app.api.routes import dead, health, jobs, leases, metrics, queues
 from app.core.context import Context
@@ -57,9 +58,11 @@ def _operation_id(route: APIRoute) -> str:
     return route.name
 
 
-def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
+def create_app(settings: Settings, database_url: str | None = None, *,
+               hot_paths: bool = True) -> FastAPI:
     """The ASGI app. ``database_url`` (libpq form) overrides ``settings.database_url``, for
-    callers that started an embedded server."""
+    callers that started an embedded server. ``hot_paths=False`` serves every request
+    through FastAPI's routing (``app.api.hot``), for tests that compare the two."""
     url = database_url or settings.libpq_url
     db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
                   retry_after_s=settings.retry_after_s)
@@ -97,5 +100,8 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     problems.install(app)
     for module in (jobs, leases, queues, dead, metrics, health):
         app.include_router(module.router)
+    if hot_paths:
+        app.add_middleware(HotPaths, ctx=ctx)
+    # Added last, so outermost: the limit holds for the hot paths too.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
