@@ -10,7 +10,8 @@ This layer takes those requests first. It parses the body with orjson, validates
 model the route declares, calls the route's own handler and maps a domain error through the
 problem table. Whatever it would not answer exactly as the route does, it passes on,
 untouched and with the body it read, to the FastAPI app: a body that is not JSON, that fails
-validation, has another content type, or is empty where the body is required. So every
+validation, has another content type, is empty where the body is required, or holds a
+number orjson would round (app.domain.jsontext). So every
 error answer still comes from one place, and the OpenAPI document still describes these
 routes, since they are the FastAPI routes' handlers. ``tests/test_hot_paths.py`` checks that
 both ways answer alike.
@@ -18,7 +19,6 @@ both ways answer alike.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +42,7 @@ from app.api.schemas import (
 )
 from app.core.context import Context
 from app.domain.errors import JobqError
+from app.domain.jsontext import orjson_would_round
 
 # (parsed body or None, the path's {lease_id} or "", the request, the context) -> answer
 Handler = Callable[[Any, str, Request, Context], Awaitable[Response]]
@@ -141,7 +142,7 @@ class HotPaths:
         """The validated body, None for an absent optional one, or ``_PASS``."""
         if not body:
             return None if hot.optional else _PASS
-        if _LONG_NUMBER.search(body):
+        if orjson_would_round(body):
             return _PASS
         try:
             data = orjson.loads(body)
@@ -156,10 +157,6 @@ class HotPaths:
 
 
 _PASS = object()
-# orjson reads an integer wider than 64 bits as a float, losing digits; the standard library's
-# parser keeps it (and PostgreSQL's jsonb does too). 19 digits in a row may be such a number
-# (or only a string holding digits): the long way is exact for both.
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -12,8 +12,10 @@ from typing import Any
 import psycopg
 import psycopg.errors
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from app.domain import jsontext
 from app.domain.errors import InvalidInput, Unavailable
 
 log = logging.getLogger("jobq.store")
@@ -33,6 +35,12 @@ def dumps_json(value: Any) -> str:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except ValueError as exc:
         raise InvalidInput("JSON values must be finite numbers (no NaN or Infinity)") from exc
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    # jsonb columns (payload, result, errors) through orjson where it is exact: the standard
+    # library's parser was the largest single cost of reading a claim of 100 jobs.
+    set_json_loads(jsontext.loads, conn)
 
 
 class Database:
@@ -58,6 +66,7 @@ class Database:
                 "options": f"-c TimeZone=UTC -c statement_timeout={int(timeout_s * 1000)}",
                 "application_name": "jobq",
             },
+            configure=_configure,
             reconnect_timeout=0,  # keep trying to reconnect for ever while the database is away
             name="jobq",
         )
