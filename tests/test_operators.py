@@ -537,6 +537,7 @@ async def test_metrics_in_process_counters_follow_operations(client: httpx.Async
     assert sample(after, "jobq_jobs", queue=q, status="completed") == 1
     assert sample(after, "jobq_jobs", queue=q, status="dead") == 1
     assert sample(after, "jobq_job_run_seconds_count", queue=q) == 1
+    assert sample(after, "jobq_job_pickup_seconds_count", queue=q) == 2
 
 
 @pytest.fixture

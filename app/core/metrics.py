@@ -30,18 +30,30 @@ PICKUP_SECONDS = Histogram("jobq_job_pickup_seconds",
 
 
 def observe(event: str, rows: Sequence[Mapping[str, Any]]) -> None:
-    per_queue: dict[str, int] = {}
+    # One labels() lookup per queue, not per row: it takes a lock and builds a key each time.
+    histogram, start_key, end_key = _TIMED.get(event, (None, "", ""))
+    counts: dict[str, int] = {}
+    timers: dict[str, Any] = {}
     for row in rows:
         q = row.get("queue") or "?"
-        per_queue[q] = per_queue.get(q, 0) + 1
-        if event == "claimed" and row.get("claimed_at") and row.get("visible_at"):
-            wait = (row["claimed_at"] - row["visible_at"]).total_seconds()
-            PICKUP_SECONDS.labels(q).observe(max(wait, 0.0))
-        elif event == "completed" and row.get("claimed_at") and row.get("completed_at"):
-            RUN_SECONDS.labels(q).observe(
-                max((row["completed_at"] - row["claimed_at"]).total_seconds(), 0.0))
-    for q, n in per_queue.items():
+        counts[q] = counts.get(q, 0) + 1
+        if histogram is None:
+            continue
+        start, end = row.get(start_key), row.get(end_key)
+        if start and end:
+            timer = timers.get(q)
+            if timer is None:
+                timer = timers[q] = histogram.labels(q)
+            timer.observe(max((end - start).total_seconds(), 0.0))
+    for q, n in counts.items():
         JOBS.labels(q, event).inc(n)
+
+
+# event -> (histogram, the row's start and end times)
+_TIMED: dict[str, tuple[Histogram, str, str]] = {
+    "claimed": (PICKUP_SECONDS, "visible_at", "claimed_at"),
+    "completed": (RUN_SECONDS, "claimed_at", "completed_at"),
+}
 
 
 def rejected(queue: str) -> None:
