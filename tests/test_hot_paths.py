@@ -8,6 +8,7 @@ the headers a client reads, and the body, error details included.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
@@ -18,6 +19,7 @@ import orjson
 import pytest
 
 from app.api.app import create_app
+from app.api.hot import HotPaths
 from tests import pg
 from tests.conftest import make_settings
 
@@ -38,15 +40,36 @@ class Side:
         assert r.status_code == 200, r.text
         return str(r.json()["leases"][0]["lease_id"])
 
+    async def target(self, path: str) -> str:
+        return path.replace("{lease}", await self.lease()) if "{lease}" in path else path
+
     async def send(self, path: str, body: bytes | None, content_type: str | None) -> httpx.Response:
         headers = {"content-type": content_type} if content_type else {}
-        if "{lease}" in path:
-            path = path.replace("{lease}", await self.lease())
         return await self.client.post(path, content=body, headers=headers)
 
 
 @pytest.fixture
-async def sides(admin_url: str, template_db: str) -> AsyncIterator[tuple[Side, Side]]:
+def passed_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the requests the hot paths handed on to FastAPI, so that a test can tell
+    which way answered (both ways answering alike proves nothing if only one ran)."""
+    paths: list[str] = []
+    init = HotPaths.__init__
+
+    def spying_init(self: HotPaths, app: Any, ctx: Any) -> None:
+        async def spy(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                paths.append(scope["path"])
+            await app(scope, receive, send)
+
+        init(self, spy, ctx)
+
+    monkeypatch.setattr(HotPaths, "__init__", spying_init)
+    return paths
+
+
+@pytest.fixture
+async def sides(admin_url: str, template_db: str,
+                passed_on: list[str]) -> AsyncIterator[tuple[Side, Side]]:
     names = [pg.clone(admin_url, template_db) for _ in range(2)]
     try:
         apps = [create_app(make_settings(pg.with_database(admin_url, n)), hot_paths=hot)
@@ -86,66 +109,116 @@ def _answer(r: httpx.Response) -> tuple[Any, ...]:
             r.headers.get("retry-after"), body)
 
 
-CASES: list[tuple[str, bytes | None, str | None]] = [
+CASES: list[tuple[str, bytes | None, str | None, bool]] = [
     # answered by the hot paths
-    ("/v1/jobs", b'{"type": "t", "payload": {"a": [1, 2.5, "x", null, true]}, "priority": 3}', JSON),
-    ("/v1/jobs", b'{"type": "t", "idempotency_key": "k"}', JSON),
-    ("/v1/jobs", b'{"type": "t", "delay_ms": 60000, "max_attempts": 2}', JSON),
-    ("/v1/jobs", b'{"type": "t", "payload": {"id": "12345678901234567890123"}}', JSON),
-    ("/v1/jobs", b'{"type": "t"}', "application/json; charset=utf-8"),
-    ("/v1/jobs/batch", b'{"jobs": [{"type": "a"}, {"type": "b", "queue": "other"}]}', JSON),
-    ("/v1/leases", b'{"queues": ["hot", "none"], "worker_id": "w", "limit": 5}', JSON),
-    ("/v1/leases", b'{"queues": ["empty"], "worker_id": "w", "wait_ms": 0}', JSON),
-    ("/v1/leases/{lease}/ack", b'{"result": {"ok": [1, 2]}}', JSON),
-    ("/v1/leases/{lease}/ack", b"null", JSON),
-    ("/v1/leases/{lease}/ack", b"", JSON),
-    ("/v1/leases/{lease}/fail", b'{"error": "boom", "retry_in_ms": 1000}', JSON),
-    ("/v1/leases/{lease}/fail", b'{"error": "boom", "retry": false}', JSON),
-    ("/v1/leases/{lease}/heartbeat", b'{"extend_ms": 5000}', JSON),
-    ("/v1/leases/{lease}/heartbeat", b"{}", JSON),
-    ("/v1/leases/ack", b'{"acks": [{"lease_id": "nope"}]}', JSON),
+    ("/v1/jobs", b'{"type": "t", "payload": {"a": [1, 2.5, "x", null, true]}, "priority": 3}', JSON, True),
+    ("/v1/jobs", b'{"type": "t", "idempotency_key": "k"}', JSON, True),
+    ("/v1/jobs", b'{"type": "t", "delay_ms": 60000, "max_attempts": 2}', JSON, True),
+    ("/v1/jobs", b'{"type": "t"}', "application/json; charset=utf-8", True),
+    ("/v1/jobs/batch", b'{"jobs": [{"type": "a"}, {"type": "b", "queue": "other"}]}', JSON, True),
+    ("/v1/leases", b'{"queues": ["hot", "none"], "worker_id": "w", "limit": 5}', JSON, True),
+    ("/v1/leases", b'{"queues": ["empty"], "worker_id": "w", "wait_ms": 0}', JSON, True),
+    ("/v1/leases/{lease}/ack", b'{"result": {"ok": [1, 2]}}', JSON, True),
+    ("/v1/leases/{lease}/ack", b"null", JSON, True),
+    ("/v1/leases/{lease}/ack", b"", JSON, True),
+    ("/v1/leases/{lease}/fail", b'{"error": "boom", "retry_in_ms": 1000}', JSON, True),
+    ("/v1/leases/{lease}/fail", b'{"error": "boom", "retry": false}', JSON, True),
+    ("/v1/leases/{lease}/heartbeat", b'{"extend_ms": 5000}', JSON, True),
+    ("/v1/leases/{lease}/heartbeat", b"{}", JSON, True),
+    ("/v1/leases/ack", b'{"acks": [{"lease_id": "nope"}]}', JSON, True),
     # domain errors, raised by the handlers: the problem table on both sides
-    ("/v1/leases/nope/ack", b"{}", JSON),
-    ("/v1/leases/nope/fail", b'{"error": "x"}', JSON),
-    ("/v1/leases/nope/heartbeat", b"{}", JSON),
-    ("/v1/jobs", b'{"type": "t", "payload": {"s": "a\\u0000b"}}', JSON),
+    ("/v1/leases/nope/ack", b"{}", JSON, True),
+    ("/v1/leases/nope/fail", b'{"error": "x"}', JSON, True),
+    ("/v1/leases/nope/heartbeat", b"{}", JSON, True),
+    ("/v1/jobs", b'{"type": "t", "payload": {"s": "a\\u0000b"}}', JSON, True),
     # passed on to FastAPI: every error answer is its
-    ("/v1/jobs", b'{"type": "t", "payload": {"big": 123456789012345678901234567890}}', JSON),
-    ("/v1/jobs", b'{"type": "t", "payload": {"neg": -9223372036854775809}}', JSON),
-    ("/v1/jobs", b'{"type": "t", "payload": {"x": NaN}}', JSON),
-    ("/v1/jobs", b'{"type": "t", "payload": {"x": 1e400}}', JSON),
-    ("/v1/jobs", b'{"type": "\\ud800"}', JSON),
-    ("/v1/jobs", b'{"type": "t",', JSON),
-    ("/v1/jobs", b'\xff\xfe{"type": "t"}', JSON),
-    ("/v1/jobs", b'{"type": "t", "colour": "red"}', JSON),
-    ("/v1/jobs", b'{"type": 5}', JSON),
-    ("/v1/jobs", b'{"type": "t", "delay_ms": 1, "run_at": "2030-01-01T00:00:00Z"}', JSON),
-    ("/v1/jobs", b"[]", JSON),
-    ("/v1/jobs", b"null", JSON),
-    ("/v1/jobs", b"", JSON),
-    ("/v1/jobs", b'{"type": "t"}', "text/plain"),
-    ("/v1/jobs", b'{"type": "t"}', "application/vnd.jobq+json"),
-    ("/v1/jobs", b'{"type": "t"}', None),
-    ("/v1/jobs/", b'{"type": "t"}', JSON),
-    ("/v1/leases", b'{"queues": [], "worker_id": "w"}', JSON),
-    ("/v1/leases", b'{"queues": ["q"], "worker_id": "w", "limit": 0}', JSON),
-    ("/v1/leases", b"{}", JSON),
-    ("/v1/leases/{lease}/ack", b'{"result": 1, "extra": 2}', JSON),
-    ("/v1/leases/{lease}/ack", b"[1]", JSON),
-    ("/v1/leases/{lease}/heartbeat", b'{"extend_ms": 5}', JSON),
-    ("/v1/leases/{lease}/fail", b'{"retry": "maybe"}', JSON),
-    ("/v1/leases/ack", b'{"acks": []}', JSON),
-    ("/v1/leases//ack", b"{}", JSON),
-    ("/v1/leases/x/unknown", b"{}", JSON),
+    ("/v1/jobs", b'{"type": "t", "payload": {"id": "12345678901234567890123"}}', JSON, False),
+    ("/v1/jobs", b'{"type": "t", "payload": {"big": 123456789012345678901234567890}}', JSON, False),
+    ("/v1/jobs", b'{"type": "t", "payload": {"neg": -9223372036854775809}}', JSON, False),
+    ("/v1/jobs", b'{"type": "t", "payload": {"x": NaN}}', JSON, False),
+    ("/v1/jobs", b'{"type": "t", "payload": {"x": 1e400}}', JSON, False),
+    ("/v1/jobs", b'{"type": "\\ud800"}', JSON, False),
+    ("/v1/jobs", b'{"type": "t",', JSON, False),
+    ("/v1/jobs", b'\xff\xfe{"type": "t"}', JSON, False),
+    ("/v1/jobs", b'{"type": "t", "colour": "red"}', JSON, False),
+    ("/v1/jobs", b'{"type": 5}', JSON, False),
+    ("/v1/jobs", b'{"type": "t", "delay_ms": 1, "run_at": "2030-01-01T00:00:00Z"}', JSON, False),
+    ("/v1/jobs", b"[]", JSON, False),
+    ("/v1/jobs", b"null", JSON, False),
+    ("/v1/jobs", b"", JSON, False),
+    ("/v1/jobs", b'{"type": "t"}', "text/plain", False),
+    ("/v1/jobs", b'{"type": "t"}', "application/vnd.jobq+json", False),
+    ("/v1/jobs", b'{"type": "t"}', None, False),
+    ("/v1/jobs/", b'{"type": "t"}', JSON, False),
+    ("/v1/leases", b'{"queues": [], "worker_id": "w"}', JSON, False),
+    ("/v1/leases", b'{"queues": ["q"], "worker_id": "w", "limit": 0}', JSON, False),
+    ("/v1/leases", b"{}", JSON, False),
+    ("/v1/leases/{lease}/ack", b'{"result": 1, "extra": 2}', JSON, False),
+    ("/v1/leases/{lease}/ack", b"[1]", JSON, False),
+    ("/v1/leases/{lease}/heartbeat", b'{"extend_ms": 5}', JSON, False),
+    ("/v1/leases/{lease}/fail", b'{"retry": "maybe"}', JSON, False),
+    ("/v1/leases/ack", b'{"acks": []}', JSON, False),
+    ("/v1/leases//ack", b"{}", JSON, False),
+    ("/v1/leases/x/unknown", b"{}", JSON, False),
 ]
 
 
-@pytest.mark.parametrize(("path", "body", "content_type"), CASES)
-async def test_hot_and_fastapi_answer_alike(sides: tuple[Side, Side], path: str,
-                                            body: bytes | None, content_type: str | None) -> None:
+@pytest.mark.parametrize(("path", "body", "content_type", "answered_hot"), CASES)
+async def test_hot_and_fastapi_answer_alike(sides: tuple[Side, Side], passed_on: list[str],
+                                            path: str, body: bytes | None,
+                                            content_type: str | None, answered_hot: bool) -> None:
     hot, plain = sides
-    answers = [_answer(await side.send(path, body, content_type)) for side in (hot, plain)]
+    answers = []
+    for side in (hot, plain):
+        target = await side.target(path)
+        before = len(passed_on)
+        answers.append(_answer(await side.send(target, body, content_type)))
+        if side is hot:
+            assert (len(passed_on) == before) is answered_hot, "answered the other way"
     assert answers[0] == answers[1]
+
+
+PAYLOADS = [
+    {"f": [2.5, -0.0, 1e-7, 123456.789], "s": "x" * 5000, "u": "ünï \u2603 \U0001f600"},
+    {"wide": 123456789012345678901234567890, "neg": -9223372036854775809},
+    {"nested": {"a": [{"b": [None, True, False]}]}, "id": "9" * 25},
+]
+
+
+async def test_claims_of_stored_jobs_answer_alike(sides: tuple[Side, Side],
+                                                  passed_on: list[str]) -> None:
+    """Claims that return jobs: rendered rows, read back through the jsonb loader."""
+    answers = []
+    for side in sides:
+        for payload in PAYLOADS:
+            r = await side.client.post("/v1/jobs", content=json.dumps({
+                "type": "t", "queue": "c", "payload": payload}), headers={"content-type": JSON})
+            assert r.status_code == 201, r.text
+        before = len(passed_on)
+        r = await side.send("/v1/leases", b'{"queues": ["c"], "worker_id": "w", "limit": 10}', JSON)
+        if side is sides[0]:
+            assert len(passed_on) == before
+        answers.append(_answer(r))
+    assert answers[0] == answers[1]
+    claimed = answers[0][4]["leases"]
+    assert [le["job"]["payload"] for le in claimed] == _normal(PAYLOADS)
+
+
+async def test_long_polls_answer_alike(sides: tuple[Side, Side]) -> None:
+    """A long-poll that an enqueue wakes, and one that runs out of time."""
+    for side in sides:
+        woken = asyncio.create_task(side.send(
+            "/v1/leases", b'{"queues": ["lp"], "worker_id": "w", "wait_ms": 5000}', JSON))
+        await asyncio.sleep(0.2)
+        assert not woken.done()
+        await side.client.post("/v1/jobs", json={"type": "t", "queue": "lp"})
+        r = await asyncio.wait_for(woken, 5)
+        assert r.status_code == 200 and len(r.json()["leases"]) == 1
+    empty = [_answer(await side.send(
+        "/v1/leases", b'{"queues": ["lp"], "worker_id": "w", "wait_ms": 200}', JSON))
+        for side in sides]
+    assert empty[0] == empty[1]
+    assert empty[0][4] == {"leases": []}
 
 
 async def test_replayed_sequence_leaves_both_databases_alike(sides: tuple[Side, Side]) -> None:
@@ -167,7 +240,8 @@ async def test_replayed_sequence_leaves_both_databases_alike(sides: tuple[Side, 
     assert sorted(j["status"] for j in listed[0]["jobs"]) == ["completed", "dead"]
 
 
-async def test_a_body_over_the_limit_is_refused_on_the_hot_path(database_url: str) -> None:
+async def test_a_body_over_the_limit_is_refused_on_the_hot_path(database_url: str,
+                                                                 passed_on: list[str]) -> None:
     app = create_app(make_settings(database_url, max_body_bytes=1024))
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
@@ -182,4 +256,5 @@ async def test_a_body_over_the_limit_is_refused_on_the_hot_path(database_url: st
             r = await c.post("/v1/jobs", content=chunks(), headers={"content-type": JSON})
             assert r.status_code == 413
             assert r.json()["code"] == "payload_too_large"
+            assert passed_on == []  # refused while the hot path read it
             assert (await c.get("/v1/jobs")).json()["jobs"] == []

@@ -116,6 +116,8 @@ class HotPaths:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         matched = None
+        # Behind a root path (a mount, --root-path) every request goes the long way: rare,
+        # and Starlette's rules for stripping it stay in one place.
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
             matched = _match(scope["path"])
         if matched is None or not _is_json(scope):
@@ -131,6 +133,7 @@ class HotPaths:
             await self.app(scope, _replay(body, receive), send)
             return
         request = Request(scope, receive)
+        request._body = body  # read already: a handler asking for it again gets it, as in FastAPI
         try:
             response = await hot.handler(parsed, lease_id, request, self.ctx)
         except JobqError as exc:
