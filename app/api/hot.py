@@ -93,20 +93,20 @@ def _is_json(scope: Scope) -> bool:
     return False
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(receive: Receive) -> bytes | None:
+    """The whole body; None when the client left before it was whole (nothing to answer)."""
     chunks: list[bytes] = []
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            # The client left before its body was whole: nothing to answer.
-            raise _Gone
+            return None
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
 
 
-class _Gone(Exception):
-    pass
+# What ``_parse`` answers for a body the hot paths leave to FastAPI.
+_PASS = object()
 
 
 class HotPaths:
@@ -124,9 +124,8 @@ class HotPaths:
             await self.app(scope, receive, send)
             return
         hot, lease_id = matched
-        try:
-            body = await _read_body(receive)
-        except _Gone:
+        body = await _read_body(receive)
+        if body is None:
             return
         parsed = self._parse(hot, body)
         if parsed is _PASS:
@@ -157,9 +156,6 @@ class HotPaths:
             return hot.model.model_validate(data)
         except ValidationError:
             return _PASS
-
-
-_PASS = object()
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -51,6 +51,7 @@ class Database:
         self.url = url
         self.timeout_s = timeout_s
         self.retry_after_s = retry_after_s
+        self._translate = _Translate(retry_after_s)  # stateless: one for every statement
         self.pool = AsyncConnectionPool(
             url,
             min_size=min(2, pool_size),
@@ -122,7 +123,7 @@ class Database:
         return row["version_num"] if row else None
 
     def translate(self) -> _Translate:
-        return _Translate(self.retry_after_s)
+        return self._translate
 
 
 class _Translate:
