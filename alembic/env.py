@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 
+from alembic import context
 from sqlalchemy import create_engine, pool
 
-from alembic import context
-from app.store.tables import metadata
+from jobq.store.tables import metadata
 
 config = context.config
 target_metadata = metadata

@@ -59,7 +59,7 @@ from urllib.parse import urlsplit
 import httpx
 import orjson
 
-from app.bench_http import BenchClient
+from jobq.bench_http import BenchClient
 
 # Long enough that no lease expires during a phase, whatever the machine's load.
 LEASE_MS = 60_000
@@ -691,7 +691,7 @@ class RawSql:
         import psycopg
         from psycopg.rows import dict_row
 
-        from app.store.queries import Q
+        from jobq.store.queries import Q
 
         with contextlib.ExitStack() as stack:
             conns = [stack.enter_context(psycopg.connect(
@@ -702,8 +702,8 @@ class RawSql:
 
     def _claim_and_ack(self, conn: Any, queue: str, tally: Tally, deadline: float) -> None:
         """Drain with batch claims and batch acks until the goal is reached by any thread."""
-        from app.store.db import dumps_json
-        from app.store.queries import Q
+        from jobq.store.db import dumps_json
+        from jobq.store.queries import Q
 
         claim = {"queue": queue, "types": None, "limit": self.batch, "lease_ms": LEASE_MS, "worker_id": "raw"}
         while not tally.complete and time.monotonic() < deadline:
@@ -716,8 +716,8 @@ class RawSql:
             tally.add(len(rows))
 
     def batch_ceiling(self, jobs: int, connections: int, queue: str) -> tuple[Phase, Phase]:
-        from app.store.db import dumps_json
-        from app.store.queries import Q
+        from jobq.store.db import dumps_json
+        from jobq.store.queries import Q
 
         row = {"queue": queue, "type": JOB_TYPE, "payload": {}, "priority": 0, "max_attempts": None,
                "idempotency_key": None, "run_at": None, "delay_ms": 0}
@@ -747,7 +747,7 @@ class RawSql:
         return enqueue, drained
 
     def single_ceiling(self, jobs: int, connections: int, queue: str) -> Phase:
-        from app.store.queries import Q
+        from jobq.store.queries import Q
 
         insert = {"queue": queue, "type": JOB_TYPE, "payload": "{}", "priority": 0, "max_attempts": None,
                   "idempotency_key": None, "run_at": None, "delay_ms": 0}
@@ -845,7 +845,7 @@ def started_service(database_url: str, server_workers: int, token: str | None) -
     log = tempfile.NamedTemporaryFile(prefix="jobq-bench-serve-", suffix=".log", delete=False)
     env = {**os.environ, "JOBQ_DATABASE_URL": database_url, "JOBQ_HOST": "127.0.0.1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+        [sys.executable, "-m", "jobq.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
          "--workers", str(server_workers)],
         env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
     )
@@ -896,7 +896,7 @@ def _tail(path: Path, lines: int = 30) -> str:
 def _embedded(data_dir: Path) -> Iterator[str]:
     """The embedded PostgreSQL ``jobq serve`` would use, started by the bench so that it
     knows the URL (for the baseline and the database's CPU); the service attaches to it."""
-    from app.store.embedded import EmbeddedPostgres, EmbeddedUnavailable
+    from jobq.store.embedded import EmbeddedPostgres, EmbeddedUnavailable
 
     server = EmbeddedPostgres(data_dir / "pgdata")
     try:

@@ -18,10 +18,41 @@ app = typer.Typer(help="jobq: a durable job queue over HTTP, on PostgreSQL.",
 log = logging.getLogger("jobq")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from jobq import __version__
+
+        typer.echo(f"jobq {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="print the version and exit")] = False,
+) -> None:
+    """jobq: a durable job queue over HTTP, on PostgreSQL."""
+
+
+# What `pip install 'jobq[server]'` adds; the base install is the SDK and the client commands.
+_SERVER_MODULES = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "pydantic_settings")
+
+
+def _need_server(command: str) -> None:
+    """Exit with one line when the service's dependencies are not installed."""
+    import importlib.util
+
+    missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        typer.echo(f"jobq {command} needs the server extra (missing: {', '.join(missing)}): "
+                   "pip install 'jobq[server]'", err=True)
+        raise typer.Exit(2)
+
+
 def _settings():  # type: ignore[no-untyped-def]
     from pydantic import ValidationError
 
-    from app.settings import Settings
+    from jobq.settings import Settings
 
     try:
         return Settings()
@@ -36,7 +67,7 @@ def _database(stack: ExitStack, settings) -> str:  # type: ignore[no-untyped-def
     """The libpq URL to use: JOBQ_DATABASE_URL, or an embedded server started for us."""
     if settings.database_url:
         return settings.libpq_url
-    from app.store.embedded import EmbeddedPostgres, EmbeddedUnavailable
+    from jobq.store.embedded import EmbeddedPostgres, EmbeddedUnavailable
 
     try:
         server = EmbeddedPostgres(settings.data_dir / "pgdata")
@@ -60,7 +91,7 @@ def _is_loopback(host: str) -> bool:
 
 
 def _setup_logging(settings) -> None:  # type: ignore[no-untyped-def]
-    from app.logs import configure
+    from jobq.logs import configure
 
     configure(settings.log_format, settings.log_level)
 
@@ -73,9 +104,10 @@ def serve(
     insecure: Annotated[bool, typer.Option(help="bind a public address with no tokens")] = False,
 ) -> None:
     """Apply pending migrations, then serve the API."""
+    _need_server("serve")
     import uvicorn
 
-    from app.store.migrate import migrate
+    from jobq.store.migrate import migrate
 
     settings = _settings()
     _setup_logging(settings)
@@ -99,7 +131,7 @@ def serve(
             signal.signal(sig, lambda *_: None)
         os.environ["JOBQ_DATABASE_URL"] = url  # for uvicorn's worker processes
         uvicorn.run(
-            "app.api.main:app",
+            "jobq.api.main:app",
             factory=True,
             host=bind_host,
             port=bind_port,
@@ -117,7 +149,8 @@ def serve(
 @app.command("migrate")
 def migrate_cmd() -> None:
     """Apply pending migrations and exit."""
-    from app.store.migrate import migrate
+    _need_server("migrate")
+    from jobq.store.migrate import migrate
 
     settings = _settings()
     _setup_logging(settings)
@@ -155,7 +188,8 @@ def bench(
              "database, then exit")] = False,
 ) -> None:
     """Measure enqueue, drain and end-to-end rates, pickup latency and CPU per job over HTTP."""
-    from app import bench as b
+    _need_server("bench")
+    from jobq import bench as b
 
     if drivers:
         settings = _settings()
@@ -189,8 +223,8 @@ def _bench_drivers(database_url: str | None, as_json: bool) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from app import bench_drivers
-    from app.store.migrate import migrate
+    from jobq import bench_drivers
+    from jobq.store.migrate import migrate
 
     if database_url is None:
         typer.echo("jobq bench --drivers needs --database-url or JOBQ_DATABASE_URL", err=True)
@@ -215,7 +249,8 @@ def openapi(
     write: Annotated[bool, typer.Option(help="write openapi/openapi.json instead of printing")] = False,
 ) -> None:
     """Print (or write) the OpenAPI document the service serves at /openapi.json."""
-    from app.api import openapi as doc
+    _need_server("openapi")
+    from jobq.api import openapi as doc
 
     text = doc.render()
     if write:
@@ -227,7 +262,7 @@ def openapi(
 
 
 def main() -> None:
-    from app import cli_ops
+    from jobq import cli_ops
 
     cli_ops.register(app)
     app()

@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.client import Client, JobqError
+from jobq.client import Client, JobqError
 
 Url = Annotated[str, typer.Option(envvar="JOBQ_URL", help="the service's base URL")]
 Token = Annotated[str | None, typer.Option(envvar="JOBQ_TOKEN", help="access token")]
@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         token: Token = None,
     ) -> None:
         """Run handlers from an importable module until SIGTERM/SIGINT."""
-        from app.worker import run_worker
+        from jobq.worker import run_worker
 
         raise typer.Exit(run_worker(url, spec, queues, concurrency, token=token,
                                     lease_ms=lease_ms, worker_id=worker_id,

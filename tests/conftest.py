@@ -18,8 +18,8 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.api.app import create_app
-from app.settings import Settings
+from jobq.api.app import create_app
+from jobq.settings import Settings
 from tests import pg
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def admin_url() -> Iterator[str]:
     if url:
         yield url
         return
-    from app.store.embedded import EmbeddedPostgres
+    from jobq.store.embedded import EmbeddedPostgres
 
     with EmbeddedPostgres.temporary() as server:
         yield server.url
@@ -105,7 +105,7 @@ class LiveServer:
         # fills up and blocks the server.
         self.log = tempfile.NamedTemporaryFile(prefix="jobq-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "jobq.cli", "serve", "--port", str(self.port)],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log,
         )
         deadline = time.monotonic() + timeout_s

@@ -22,7 +22,7 @@ def admin_execute(admin_url: str, statement: sql.Composable | str) -> None:
 
 
 def create_template(admin_url: str) -> str:
-    from app.store.migrate import migrate
+    from jobq.store.migrate import migrate
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     name = f"jobq_template_{worker}_{uuid.uuid4().hex[:6]}"

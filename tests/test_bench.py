@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from app.bench import percentile, pickup_ms
+from jobq.bench import percentile, pickup_ms
 from tests.conftest import ROOT, LiveServer
 
 
@@ -21,7 +21,7 @@ def _rate(value: object) -> bool:
 def test_bench_runs_both_modes_with_baseline(live_server: LiveServer) -> None:
     env = {**os.environ, "JOBQ_DATABASE_URL": live_server.database_url}
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "bench", "--url", live_server.url, "--mode", "both",
+        [sys.executable, "-m", "jobq.cli", "bench", "--url", live_server.url, "--mode", "both",
          "--jobs", "200", "--batch", "50", "--producers", "2", "--workers", "3",
          "--latency-rate", "50", "--latency-seconds", "1", "--baseline", "--connections", "1,2",
          "--timeout", "60", "--json"],
@@ -63,7 +63,7 @@ def test_bench_runs_both_modes_with_baseline(live_server: LiveServer) -> None:
 
 def test_bench_refuses_a_service_off_this_machine() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "bench", "--url", "http://192.0.2.1:8000", "--jobs", "10"],
+        [sys.executable, "-m", "jobq.cli", "bench", "--url", "http://192.0.2.1:8000", "--jobs", "10"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert out.returncode == 1 and "loopback" in out.stderr
@@ -87,7 +87,7 @@ async def test_bench_client_survives_a_cancelled_long_poll(live_server: LiveServ
 
     import orjson
 
-    from app.bench_http import BenchClient
+    from jobq.bench_http import BenchClient
 
     async with BenchClient(live_server.url) as c:
         claim = {"worker_id": "w", "queues": ["bc"], "wait_ms": 5000}
@@ -108,7 +108,7 @@ async def test_bench_client_survives_a_cancelled_long_poll(live_server: LiveServ
 
 def test_bench_drivers_compares_every_psycopg_path(database_url: str) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "app.cli", "bench", "--drivers", "--json", "--database-url", database_url],
+        [sys.executable, "-m", "jobq.cli", "bench", "--drivers", "--json", "--database-url", database_url],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stderr

@@ -14,7 +14,7 @@ from tests.conftest import ROOT, LiveServer
 
 def jobq(server: LiveServer, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "JOBQ_URL": server.url, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "jobq.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -15,8 +15,8 @@ import pytest
 from fastapi import FastAPI
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.core import duties
-from app.store.leader import DUTIES_LOCK_KEY
+from jobq.core import duties
+from jobq.store.leader import DUTIES_LOCK_KEY
 from tests.conftest import LiveServer, make_settings, running_app, wait_for
 
 pytestmark = pytest.mark.timeout(60)

@@ -22,8 +22,8 @@ import psutil
 import psycopg
 import pytest
 
-from app.store import embedded
-from app.store.embedded import EmbeddedPostgres, EmbeddedUnavailable, install_stop_on_signals
+from jobq.store import embedded
+from jobq.store.embedded import EmbeddedPostgres, EmbeddedUnavailable, install_stop_on_signals
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +61,7 @@ def _postmaster_pid(pgdata: Path) -> int | None:
 # (then it exits normally, atexit stops the server), or for a signal.
 OWNER = textwrap.dedent("""
     import signal, sys
-    from app.store.embedded import EmbeddedPostgres, install_stop_on_signals
+    from jobq.store.embedded import EmbeddedPostgres, install_stop_on_signals
     server = EmbeddedPostgres(sys.argv[1])
     server.start()
     mode = sys.argv[2]
@@ -350,7 +350,7 @@ def _free_port() -> int:
 def _serve(cwd: Path, port: int) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "JOBQ_DATABASE_URL"}
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+    return subprocess.Popen([sys.executable, "-m", "jobq.cli", "serve", "--port", str(port)],
                             cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

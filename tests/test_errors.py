@@ -16,7 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from app.settings import DEFAULT_DB_TIMEOUT_S
+from jobq.settings import DEFAULT_DB_TIMEOUT_S
 from tests.conftest import LiveServer, make_settings, running_app, wait_for
 from tests.helpers import claim, enqueue, problem, retry_after, total, validation
 

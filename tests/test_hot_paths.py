@@ -1,4 +1,4 @@
-"""The hot paths (app.api.hot) answer exactly as FastAPI's routes do.
+"""The hot paths (jobq.api.hot) answer exactly as FastAPI's routes do.
 
 Each case runs twice, on two apps over two databases cloned from one template: one app
 serves the worker and producer POSTs through the hot paths, the other through FastAPI's
@@ -18,8 +18,8 @@ import httpx
 import orjson
 import pytest
 
-from app.api.app import create_app
-from app.api.hot import HotPaths
+from jobq.api.app import create_app
+from jobq.api.hot import HotPaths
 from tests import pg
 from tests.conftest import make_settings
 

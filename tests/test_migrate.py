@@ -11,7 +11,7 @@ import httpx
 import psycopg
 import pytest
 
-from app.store.migrate import head_revision
+from jobq.store.migrate import head_revision
 from tests import pg
 from tests.conftest import ROOT, make_settings, running_app
 
@@ -33,7 +33,7 @@ async def test_two_migrations_at_once_both_succeed_and_readyz_follows(empty_data
             assert r.status_code == 503 and r.json()["code"] == "unavailable"
 
     env = {**os.environ, "JOBQ_DATABASE_URL": empty_database}
-    procs = [subprocess.Popen([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env,  # noqa: ASYNC220
+    procs = [subprocess.Popen([sys.executable, "-m", "jobq.cli", "migrate"], cwd=ROOT, env=env,  # noqa: ASYNC220
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs

@@ -6,7 +6,7 @@ import json
 
 import httpx
 
-from app.api import openapi
+from jobq.api import openapi
 
 
 def test_committed_document_matches_the_code() -> None:

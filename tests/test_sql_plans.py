@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from app.store.queries import Q
+from jobq.store.queries import Q
 
 QUEUE = "plans"
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.store.notify import Waiter, Wakeups, parse_payload
+from jobq.store.notify import Waiter, Wakeups, parse_payload
 from tests.conftest import LiveServer
 from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many
 
@@ -138,7 +138,7 @@ def test_a_rung_waiter_knows_how_many_jobs_it_was_counted_for(
 
 
 def test_generations_only_grow_and_stay_bounded(board: Wakeups) -> None:
-    from app.store.notify import GENERATIONS_KEPT
+    from jobq.store.notify import GENERATIONS_KEPT
 
     board.publish({"first": 1})
     seen = board.generation("first")

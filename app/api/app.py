@@ -10,17 +10,17 @@ from collections.abc import AsyncIterator, Awaitable
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import problems
-from app.api.hot import HotPaths
-from app.api.limits import BodyLimit
-from app.api.routes import dead, health, jobs, leases, metrics, queues
-from app.core.context import Context
-from app.core.duties import run_duties
-from app.core.reaper import run_reaper
-from app.settings import Settings
-from app.store.db import Database
-from app.store.leader import Leadership
-from app.store.notify import Wakeups
+from jobq.api import problems
+from jobq.api.hot import HotPaths
+from jobq.api.limits import BodyLimit
+from jobq.api.routes import dead, health, jobs, leases, metrics, queues
+from jobq.core.context import Context
+from jobq.core.duties import run_duties
+from jobq.core.reaper import run_reaper
+from jobq.settings import Settings
+from jobq.store.db import Database
+from jobq.store.leader import Leadership
+from jobq.store.notify import Wakeups
 
 log = logging.getLogger("jobq.api")
 
@@ -62,7 +62,7 @@ def create_app(settings: Settings, database_url: str | None = None, *,
                hot_paths: bool = True) -> FastAPI:
     """The ASGI app. ``database_url`` (libpq form) overrides ``settings.database_url``, for
     callers that started an embedded server. ``hot_paths=False`` serves every request
-    through FastAPI's routing (``app.api.hot``), for tests that compare the two."""
+    through FastAPI's routing (``jobq.api.hot``), for tests that compare the two."""
     url = database_url or settings.libpq_url
     db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
                   retry_after_s=settings.retry_after_s)

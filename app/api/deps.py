@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from app.core.context import Context
+from jobq.core.context import Context
 
 
 async def context(request: Request) -> Context:

@@ -11,7 +11,7 @@ model the route declares, calls the route's own handler and maps a domain error 
 problem table. Whatever it would not answer exactly as the route does, it passes on,
 untouched and with the body it read, to the FastAPI app: a body that is not JSON, that fails
 validation, has another content type, is empty where the body is required, or holds a
-number orjson would round (app.domain.jsontext). So every
+number orjson would round (jobq.domain.jsontext). So every
 error answer still comes from one place, and the OpenAPI document still describes these
 routes, since they are the FastAPI routes' handlers. ``tests/test_hot_paths.py`` checks that
 both ways answer alike.
@@ -29,9 +29,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api import problems
-from app.api.routes import jobs, leases
-from app.api.schemas import (
+from jobq.api import problems
+from jobq.api.routes import jobs, leases
+from jobq.api.schemas import (
     AckBody,
     AckManyBody,
     ClaimBody,
@@ -40,9 +40,9 @@ from app.api.schemas import (
     JobBatchCreate,
     JobCreate,
 )
-from app.core.context import Context
-from app.domain.errors import JobqError
-from app.domain.jsontext import orjson_would_round
+from jobq.core.context import Context
+from jobq.domain.errors import JobqError
+from jobq.domain.jsontext import orjson_would_round
 
 # (parsed body or None, the path's {lease_id} or "", the request, the context) -> answer
 Handler = Callable[[Any, str, Request, Context], Awaitable[Response]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.problems import problem
+from jobq.api.problems import problem
 
 
 class BodyTooLarge(HTTPException):

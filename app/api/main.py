@@ -1,15 +1,15 @@
-"""The uvicorn entry point (``app.api.main:app``, a factory): settings from the environment."""
+"""The uvicorn entry point (``jobq.api.main:app``, a factory): settings from the environment."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
-from app.api.app import create_app
-from app.settings import Settings
+from jobq.api.app import create_app
+from jobq.settings import Settings
 
 
 def app() -> FastAPI:
-    from app.logs import configure
+    from jobq.logs import configure
 
     settings = Settings()
     configure(settings.log_format, settings.log_level)

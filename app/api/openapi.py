@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from app.api.app import create_app
-from app.settings import Settings
+from jobq.api.app import create_app
+from jobq.settings import Settings
 
-DOCUMENT = Path(__file__).resolve().parent.parent.parent / "openapi" / "openapi.json"
+# The repository's openapi/ folder ships as the package jobq.openapi (pyproject.toml).
+DOCUMENT = Path(str(resources.files("jobq.openapi").joinpath("openapi.json")))
 
 
 def document() -> dict[str, Any]:

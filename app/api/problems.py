@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
 
-from app.domain import errors as e
+from jobq.domain import errors as e
 
 PROBLEM = "application/problem+json"
 TYPE_BASE = "https://jobq.dev/problems/"

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from app.store.db import Row
+from jobq.store.db import Row
 
 _OPTS = orjson.OPT_UTC_Z
 

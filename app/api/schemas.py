@@ -1,5 +1,5 @@
 """Request and response bodies. Requests refuse unknown fields; responses document the shapes
-that ``app.api.render`` writes (handlers return bytes, not these models, on the hot path)."""
+that ``jobq.api.render`` writes (handlers return bytes, not these models, on the hot path)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from app.domain import jobs as d
+from jobq.domain import jobs as d
 
 MAX_INT32 = 2**31 - 1
 TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000

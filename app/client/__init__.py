@@ -1,6 +1,6 @@
 """The jobq SDK: producers, operators and workers talk to the service through this.
 
-    from app.client import Client
+    from jobq.client import Client
 
     with Client("http://127.0.0.1:8000", token="…") as jobq:
         job = jobq.enqueue("email.welcome", {"user_id": 42}, queue="email", delay=5)
@@ -8,14 +8,14 @@
         print(done.result)
 
 ``AsyncClient`` offers the same calls for asyncio. Errors form one tree under
-``JobqError`` (drawn in ``app.client._exceptions``). Only httpx and the standard library
+``JobqError`` (drawn in ``jobq.client._exceptions``). Only httpx and the standard library
 are imported, so the SDK can be installed next to any application.
 """
 
-from app.client._async_client import AsyncClient
-from app.client._base import UNSET
-from app.client._client import Client
-from app.client._exceptions import (
+from jobq.client._async_client import AsyncClient
+from jobq.client._base import UNSET
+from jobq.client._client import Client
+from jobq.client._exceptions import (
     APIError,
     Conflict,
     Forbidden,
@@ -36,7 +36,7 @@ from app.client._exceptions import (
     ValidationError,
     WaitTimeout,
 )
-from app.client._models import (
+from jobq.client._models import (
     AckResult,
     Job,
     JobError,

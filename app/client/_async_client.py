@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 
-from app.client import _base as b
-from app.client._base import UNSET, Duration, _Unset
-from app.client._exceptions import APIError, JobFailed, TransportError, WaitTimeout
-from app.client._models import (
+from jobq.client import _base as b
+from jobq.client._base import UNSET, Duration, _Unset
+from jobq.client._exceptions import APIError, JobFailed, TransportError, WaitTimeout
+from jobq.client._models import (
     AckResult,
     Job,
     JobPage,

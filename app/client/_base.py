@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 import httpx
 
-from app.client._exceptions import APIError, RetryableError, error_class
-from app.client._models import NewJob
+from jobq.client._exceptions import APIError, RetryableError, error_class
+from jobq.client._models import NewJob
 
 USER_AGENT: Final = "jobq-python/0.1"
 DEFAULT_TIMEOUT: Final = 30.0

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.client._models import Job
+    from jobq.client._models import Job
 
 
 class JobqError(Exception):

@@ -1,4 +1,4 @@
 """Queue semantics: enqueue, claim, heartbeat, ack, fail, expiry, operator actions.
 
-No FastAPI here, and SQL only through ``app.store``.
+No FastAPI here, and SQL only through ``jobq.store``.
 """

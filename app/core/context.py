@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from app.core.events import Events
-from app.store.db import Database
-from app.store.notify import Wakeups
-from app.store.queries import Q
+from jobq.core.events import Events
+from jobq.store.db import Database
+from jobq.store.notify import Wakeups
+from jobq.store.queries import Q
 
 CAPS_TTL_S = 1.0
 # How long an idle long-poll trusts a reading of when the next waiting job becomes visible,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from app.core.context import Context
-from app.store.queries import Q
+from jobq.core.context import Context
+from jobq.store.queries import Q
 
 BATCH = 1000
 

@@ -11,9 +11,9 @@ import asyncio
 import logging
 import time
 
-from app.core.context import Context
-from app.store.leader import Leadership
-from app.store.queries import Q
+from jobq.core.context import Context
+from jobq.store.leader import Leadership
+from jobq.store.queries import Q
 
 log = logging.getLogger("jobq.duties")
 

@@ -6,12 +6,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from app.core import metrics
-from app.core.context import Context
-from app.domain.errors import IdempotencyConflict, QueueFull
-from app.domain.jobs import NewJob
-from app.store.db import Row, dumps_json
-from app.store.queries import Q
+from jobq.core import metrics
+from jobq.core.context import Context
+from jobq.domain.errors import IdempotencyConflict, QueueFull
+from jobq.domain.jobs import NewJob
+from jobq.store.db import Row, dumps_json
+from jobq.store.queries import Q
 
 
 @dataclass(frozen=True, slots=True)

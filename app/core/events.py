@@ -1,5 +1,5 @@
 """Lifecycle events of jobs: one hook the core calls after a change has committed, feeding
-metrics and one structured log line per job and event (one record per batch: app.logs)."""
+metrics and one structured log line per job and event (one record per batch: jobq.logs)."""
 
 from __future__ import annotations
 
@@ -28,13 +28,13 @@ def _duration_ms(event: str, row: Mapping[str, Any]) -> int | None:
 
 class Events:
     def emit(self, event: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        from app.core import metrics  # late: metrics imports the context, which imports us
+        from jobq.core import metrics  # late: metrics imports the context, which imports us
 
         batch = list(rows)
         metrics.observe(event, batch)
         if not batch or not log.isEnabledFor(logging.INFO):
             return
-        # One record for the whole batch; the formatters write a line per job (app.logs).
+        # One record for the whole batch; the formatters write a line per job (jobq.logs).
         log.info(event, extra={"event": event, "jobs": [
             {
                 "job_id": str(row.get("id")),

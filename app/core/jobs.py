@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import base64
 
-from app.core.context import Context
-from app.domain.errors import InvalidInput, InvalidState, NotFound
-from app.domain.leases import parse_job_id
-from app.store import listing
-from app.store.db import Row
-from app.store.queries import Q
+from jobq.core.context import Context
+from jobq.domain.errors import InvalidInput, InvalidState, NotFound
+from jobq.domain.leases import parse_job_id
+from jobq.store import listing
+from jobq.store.db import Row
+from jobq.store.queries import Q
 
 
 def _id(job_id: str) -> int:

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.core.context import NEXT_VISIBLE_KEEP, NEXT_VISIBLE_TTL_S, ClaimSettings, Context, NextVisible
-from app.domain.errors import LeaseLost, NotFound
-from app.domain.jobs import ClaimRequest, Failure, JobStatus
-from app.domain.leases import LeaseRef, parse_lease_id
-from app.domain.retry import JITTER
-from app.store.db import Row, dumps_json
-from app.store.notify import Waiter, add_counts
-from app.store.queries import Q
+from jobq.core.context import NEXT_VISIBLE_KEEP, NEXT_VISIBLE_TTL_S, ClaimSettings, Context, NextVisible
+from jobq.domain.errors import LeaseLost, NotFound
+from jobq.domain.jobs import ClaimRequest, Failure, JobStatus
+from jobq.domain.leases import LeaseRef, parse_lease_id
+from jobq.domain.retry import JITTER
+from jobq.store.db import Row, dumps_json
+from jobq.store.notify import Waiter, add_counts
+from jobq.store.queries import Q
 
 # An idle long-poll re-checks the table at least this often, in case a NOTIFY was lost
 # (another process died between its commit and its NOTIFY). It is a safety net, not the

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from app.core.context import Context
-from app.domain.errors import NotFound
-from app.domain.jobs import JobStatus
-from app.store import queue_settings as settings_store
-from app.store.db import Row
-from app.store.queries import Q
+from jobq.core.context import Context
+from jobq.domain.errors import NotFound
+from jobq.domain.jobs import JobStatus
+from jobq.store import queue_settings as settings_store
+from jobq.store.db import Row
+from jobq.store.queries import Q
 
 SETTINGS = (
     "max_depth",

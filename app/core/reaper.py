@@ -7,10 +7,10 @@ import asyncio
 import logging
 from collections import Counter
 
-from app.core.context import Context
-from app.domain.errors import JobqError
-from app.domain.jobs import JobStatus
-from app.store.queries import Q
+from jobq.core.context import Context
+from jobq.domain.errors import JobqError
+from jobq.domain.jobs import JobStatus
+from jobq.store.queries import Q
 
 log = logging.getLogger("jobq.reaper")
 

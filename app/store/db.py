@@ -15,8 +15,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from app.domain import jsontext
-from app.domain.errors import InvalidInput, Unavailable
+from jobq.domain import jsontext
+from jobq.domain.errors import InvalidInput, Unavailable
 
 log = logging.getLogger("jobq.store")
 

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 
-from app.store.tables import jobs
+from jobq.store.tables import jobs
 
 _DIALECT = postgresql.psycopg.dialect()  # type: ignore[attr-defined]
 

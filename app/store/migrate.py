@@ -4,13 +4,13 @@ do not both migrate."""
 from __future__ import annotations
 
 import logging
+from importlib import resources
 from pathlib import Path
 
+from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool, text
-
-from alembic import command
 
 log = logging.getLogger("jobq.migrate")
 
@@ -19,11 +19,13 @@ MIGRATION_LOCK_KEY = 0x6A6F6271_0001  # "jobq" + 1
 
 
 def _script_location() -> Path:
-    # Editable installs and a checkout keep alembic/ beside app/.
-    here = Path(__file__).resolve().parent.parent.parent / "alembic"
-    if not (here / "env.py").exists():
-        raise RuntimeError(f"alembic scripts not found at {here}")
-    return here
+    # The repository's alembic/ folder ships as the package jobq.migrations (pyproject.toml),
+    # so an installed wheel finds its migrations without a checkout beside it.
+    # (A folder without __init__.py: files() is a MultiplexedPath, a file in it a real path.)
+    env = Path(str(resources.files("jobq.migrations").joinpath("env.py")))
+    if not env.exists():
+        raise RuntimeError(f"alembic scripts not found at {env.parent}")
+    return env.parent
 
 
 def sqlalchemy_url(libpq_url: str) -> str:

@@ -7,14 +7,15 @@ file fails at import, not at the first request that needs it.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Final
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
-def _load(path: Path) -> dict[str, str]:
-    source = path.read_text()
+def _load(path: Traversable) -> dict[str, str]:
+    source = path.read_text(encoding="utf-8")
     parts = _NAME.split(source)
     # parts = [preamble, name1, body1, name2, body2, ...]
     statements: dict[str, str] = {}
@@ -40,4 +41,5 @@ class _Queries:
         return sorted(self._statements)
 
 
-Q: Final = _Queries(_load(Path(__file__).with_name("queries.sql")))
+# Read through the package, so a wheel or a zip finds it as well as a checkout.
+Q: Final = _Queries(_load(resources.files("jobq.store") / "queries.sql"))

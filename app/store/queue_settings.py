@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.store.db import Database
-from app.store.queries import Q
-from app.store.tables import queues
+from jobq.store.db import Database
+from jobq.store.queries import Q
+from jobq.store.tables import queues
 
 _COLUMNS = frozenset(c.name for c in queues.columns) - {"name", "created_at"}
 

@@ -1,6 +1,6 @@
 """The jobq worker runner: claims jobs, runs handlers, acks or fails them.
 
-    from app.worker import Discard, Retry, Worker
+    from jobq.worker import Discard, Retry, Worker
 
     def send_welcome(job):
         # job.id is stable across retries: use it as the idempotency key downstream.
@@ -10,11 +10,11 @@
     Worker("http://127.0.0.1:8000", queues=["email"], handlers={"email.welcome": send_welcome},
            concurrency=16).run()
 
-Talks to the service only through ``app.client``.
+Talks to the service only through ``jobq.client``.
 """
 
-from app.worker._control import Discard, Retry
-from app.worker._loader import load_handlers, run_worker
-from app.worker._worker import Handler, Worker
+from jobq.worker._control import Discard, Retry
+from jobq.worker._loader import load_handlers, run_worker
+from jobq.worker._worker import Handler, Worker
 
 __all__ = ["Discard", "Handler", "Retry", "Worker", "load_handlers", "run_worker"]

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from app.client import APIError
-from app.worker._worker import (
+from jobq.client import APIError
+from jobq.worker._worker import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_PERIOD_S,
     DEFAULT_WAIT_MS,

@@ -33,7 +33,7 @@ from typing import Any, Final, TypeVar
 
 import httpx
 
-from app.client import (
+from jobq.client import (
     APIError,
     AsyncClient,
     Job,
@@ -45,8 +45,8 @@ from app.client import (
     ServerError,
     TransportError,
 )
-from app.worker._control import Discard, Retry
-from app.worker._threads import DaemonThreadPool
+from jobq.worker._control import Discard, Retry
+from jobq.worker._threads import DaemonThreadPool
 
 log = logging.getLogger("jobq.worker")
 

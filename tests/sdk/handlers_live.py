@@ -1,5 +1,5 @@
 """Handlers for workers that the live tests start as subprocesses
-(``python -m app.cli worker handlers_live:handlers ...`` with tests/sdk on PYTHONPATH),
+(``python -m jobq.cli worker handlers_live:handlers ...`` with tests/sdk on PYTHONPATH),
 and ``running``, which runs an in-process ``Worker`` for the tests that need none.
 
 Every run is recorded as lines in the file named by ``JOBQ_LIVE_RUNS`` (opened with
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.client import Job
-from app.worker import Worker
+from jobq.client import Job
+from jobq.worker import Worker
 
 RUNS_ENV = "JOBQ_LIVE_RUNS"
 

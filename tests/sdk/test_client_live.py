@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from handlers_live import running
 
-from app.client import (
+from jobq.client import (
     AsyncClient,
     Client,
     IdempotencyConflict,
@@ -30,7 +30,7 @@ from app.client import (
     ValidationError,
     WaitTimeout,
 )
-from app.worker import Worker
+from jobq.worker import Worker
 from tests import pg
 from tests.conftest import LiveServer
 

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-import app.client as jobq
-from app.client import AsyncClient, Client, NewJob
+import jobq.client as jobq
+from jobq.client import AsyncClient, Client, NewJob
 
 URL = "http://jobq.test"
 
@@ -276,7 +276,7 @@ def test_connection_failure_is_a_transport_error() -> None:
 
 def test_retry_overload_waits_out_429_and_503(monkeypatch: pytest.MonkeyPatch) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("app.client._client.time.sleep", slept.append)
+    monkeypatch.setattr("jobq.client._client.time.sleep", slept.append)
     rec = Recorder(
         problem(429, "queue_full", headers={"Retry-After": "2"}),
         problem(503, "unavailable", headers={"Retry-After": "1"}),
@@ -292,7 +292,7 @@ def test_retry_overload_gives_up_when_the_wait_would_not_fit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("app.client._client.time.sleep", slept.append)
+    monkeypatch.setattr("jobq.client._client.time.sleep", slept.append)
     rec = Recorder(problem(429, "queue_full", headers={"Retry-After": "30"}))
     with pytest.raises(jobq.QueueFull):
         client(rec, retry_overload=5).enqueue("t")
@@ -300,7 +300,7 @@ def test_retry_overload_gives_up_when_the_wait_would_not_fit(
 
 
 def test_retry_overload_does_not_retry_other_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("app.client._client.time.sleep", lambda s: None)
+    monkeypatch.setattr("jobq.client._client.time.sleep", lambda s: None)
     rec = Recorder(problem(409, "idempotency_conflict"))
     with pytest.raises(jobq.IdempotencyConflict):
         client(rec, retry_overload=60).enqueue("t", idempotency_key="k")
@@ -535,7 +535,7 @@ async def test_async_client_iterates_pages_and_waits_out_overload(
     async def fake_sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr("app.client._async_client.asyncio.sleep", fake_sleep)
+    monkeypatch.setattr("jobq.client._async_client.asyncio.sleep", fake_sleep)
     rec = Recorder(
         problem(503, "unavailable", headers={"Retry-After": "1"}),
         ok({"jobs": [job_json(id="2")], "next_cursor": "c"}),

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-import app.client
-import app.worker
+import jobq.client
+import jobq.worker
 
 CLIENT_API = [
     "APIError",
@@ -54,15 +54,15 @@ def public_names(module: object) -> list[str]:
 
 
 def test_client_all_is_pinned() -> None:
-    assert sorted(app.client.__all__) == CLIENT_API
+    assert sorted(jobq.client.__all__) == CLIENT_API
 
 
 def test_worker_all_is_pinned() -> None:
-    assert sorted(app.worker.__all__) == WORKER_API
+    assert sorted(jobq.worker.__all__) == WORKER_API
 
 
 def test_everything_in_all_exists_and_nothing_else_is_public() -> None:
-    for module in (app.client, app.worker):
+    for module in (jobq.client, jobq.worker):
         for name in module.__all__:
             assert getattr(module, name) is not None
         # Implementation lives in private _modules; the package shows only __all__.
@@ -70,21 +70,21 @@ def test_everything_in_all_exists_and_nothing_else_is_public() -> None:
 
 
 def test_every_error_descends_from_jobq_error() -> None:
-    for name in app.client.__all__:
-        obj = getattr(app.client, name)
+    for name in jobq.client.__all__:
+        obj = getattr(jobq.client, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
-            assert issubclass(obj, app.client.JobqError), name
+            assert issubclass(obj, jobq.client.JobqError), name
 
 
 def test_sdk_and_worker_import_nothing_from_the_server() -> None:
     # A fresh interpreter, so modules other tests imported do not count.
     code = (
-        "import json, sys, app.client, app.worker; "
-        "print(json.dumps(sorted(m.split('.')[0] if not m.startswith('app.') else m "
+        "import json, sys, jobq.client, jobq.worker; "
+        "print(json.dumps(sorted(m.split('.')[0] if not m.startswith('jobq.') else m "
         "for m in sys.modules)))"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(json.loads(run.stdout))
-    ours = {m for m in loaded if m.startswith("app.")}
-    assert all(m.startswith(("app.client", "app.worker")) for m in ours), ours
+    ours = {m for m in loaded if m.startswith("jobq.")}
+    assert all(m.startswith(("jobq.client", "jobq.worker")) for m in ours), ours
     assert not loaded & {"fastapi", "sqlalchemy", "psycopg", "pydantic", "alembic"}

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from handlers_live import RUNS_ENV, Run, read_runs, running
 
-from app.client import Client, Job, JobFailed, NewJob
-from app.worker import Discard, Retry, Worker
+from jobq.client import Client, Job, JobFailed, NewJob
+from jobq.worker import Discard, Retry, Worker
 from tests import pg
 from tests.conftest import ROOT, LiveServer
 
@@ -69,7 +69,7 @@ def eventually(check: Callable[[], Any], timeout_s: float = 20.0, what: Callable
 
 
 class WorkerProcess:
-    """``python -m app.cli worker handlers_live:handlers`` in its own process."""
+    """``python -m jobq.cli worker handlers_live:handlers`` in its own process."""
 
     def __init__(self, url: str, queue: str, runs: Path, worker_id: str, concurrency: int = 1) -> None:
         self.log_path = runs.with_name(f"{worker_id}.log")
@@ -83,7 +83,7 @@ class WorkerProcess:
                 [
                     sys.executable,
                     "-m",
-                    "app.cli",
+                    "jobq.cli",
                     "worker",
                     "handlers_live:handlers",
                     "--queues",

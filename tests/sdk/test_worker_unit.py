@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from sdk_fakes import FakeService
 
-import app.client as jobq
-from app.worker import Discard, Retry, Worker, load_handlers
+import jobq.client as jobq
+from jobq.worker import Discard, Retry, Worker, load_handlers
 
 URL = "http://jobq.test"
 HERE = Path(__file__).parent
@@ -305,7 +305,7 @@ def test_load_handlers_reads_a_mapping_or_a_factory(
 CHILD = """
 import asyncio, sys, time
 from sdk_fakes import FakeService
-from app.worker import Worker
+from jobq.worker import Worker
 
 fake = FakeService()
 fake.add("slow")

@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Query
 from starlette.responses import Response
 
-from app.api import render
-from app.api.deps import context
-from app.api.schemas import DeadFilter, Purged, QueueName, Replayed, Text255
-from app.core import dead as core
-from app.core.context import Context
+from jobq.api import render
+from jobq.api.deps import context
+from jobq.api.schemas import DeadFilter, Purged, QueueName, Replayed, Text255
+from jobq.core import dead as core
+from jobq.core.context import Context
 
 router = APIRouter(prefix="/v1/dead", tags=["dead letters"])
 

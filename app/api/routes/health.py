@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from starlette.responses import Response
 
-from app.api import render
-from app.api.deps import context
-from app.core.context import Context
-from app.domain.errors import Unavailable
-from app.store.migrate import head_revision
+from jobq.api import render
+from jobq.api.deps import context
+from jobq.core.context import Context
+from jobq.domain.errors import Unavailable
+from jobq.store.migrate import head_revision
 
 router = APIRouter(tags=["health"])
 _HEAD = head_revision()

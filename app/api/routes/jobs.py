@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query
 from starlette.responses import Response
 
-from app.api import render
-from app.api.deps import context
-from app.api.schemas import (
+from jobq.api import render
+from jobq.api.deps import context
+from jobq.api.schemas import (
     JobBatchCreate,
     JobBatchPublic,
     JobCreate,
@@ -18,10 +18,10 @@ from app.api.schemas import (
     QueueName,
     Text255,
 )
-from app.core import enqueue as enq
-from app.core import jobs as core_jobs
-from app.core.context import Context
-from app.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, JobStatus
+from jobq.core import enqueue as enq
+from jobq.core import jobs as core_jobs
+from jobq.core.context import Context
+from jobq.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Body, Depends, Request
 from starlette.responses import Response
 
-from app.api import render
-from app.api.deps import context
-from app.api.schemas import (
+from jobq.api import render
+from jobq.api.deps import context
+from jobq.api.schemas import (
     AckBody,
     AckManyBody,
     AckManyPublic,
@@ -18,9 +18,9 @@ from app.api.schemas import (
     JobPublic,
     LeaseList,
 )
-from app.core import leases as core
-from app.core.context import Context
-from app.domain.jobs import Failure
+from jobq.core import leases as core
+from jobq.core.context import Context
+from jobq.domain.jobs import Failure
 
 router = APIRouter(prefix="/v1/leases", tags=["leases"])
 

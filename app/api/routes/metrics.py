@@ -6,9 +6,9 @@ from fastapi import APIRouter, Depends
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import Response
 
-from app.api.deps import context
-from app.core import metrics
-from app.core.context import Context
+from jobq.api.deps import context
+from jobq.core import metrics
+from jobq.core.context import Context
 
 router = APIRouter(tags=["metrics"])
 

@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path
 from starlette.responses import Response
 
-from app.api import render
-from app.api.deps import context
-from app.api.schemas import QueueList, QueueName, QueuePublic, QueueSettingsPatch
-from app.core import queues as core
-from app.core.context import Context
+from jobq.api import render
+from jobq.api.deps import context
+from jobq.api.schemas import QueueList, QueueName, QueuePublic, QueueSettingsPatch
+from jobq.core import queues as core
+from jobq.core.context import Context
 
 router = APIRouter(prefix="/v1/queues", tags=["queues"])
 
