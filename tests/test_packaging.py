@@ -21,6 +21,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -196,13 +197,13 @@ print(json.dumps(info))
 """
 
 
-def probe(venv: Venv, cwd: Path, *args: str) -> dict:  # type: ignore[type-arg]
+def probe(venv: Venv, cwd: Path, *args: str) -> dict[str, Any]:
     out = venv.run(venv.python, "-c", PROBE, json.dumps(SERVER_ONLY), *args, cwd=cwd)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def assert_installed_not_checkout(venv: Venv, info: dict) -> None:  # type: ignore[type-arg]
+def assert_installed_not_checkout(venv: Venv, info: dict[str, Any]) -> None:
     site = Path(info["purelib"])
     assert site.is_relative_to(venv.root)
     assert Path(info["file"]) == site / "jobq" / "__init__.py"
@@ -250,7 +251,8 @@ def test_server_wheel_runs_from_site_packages_with_its_data(server_venv: Venv, o
     site = Path(info["purelib"])
     for path in map(Path, info["data"]):
         assert path.is_file() and path.is_relative_to(site), path
-    assert server_venv.jobq.read_text().splitlines()[0] == f"#!{server_venv.python}"
+    # The console script runs the venv's interpreter (pip may wrap a long path in a sh line).
+    assert str(server_venv.python) in "".join(server_venv.jobq.read_text().splitlines(True)[:3])
 
 
 @pytest.mark.slow
