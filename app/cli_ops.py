@@ -14,13 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from jobq.client import Client, JobqError
+from jobq.client import Client, JobqError, TransportError
 
 Url = Annotated[str, typer.Option(envvar="JOBQ_URL", help="the service's base URL")]
 Token = Annotated[str | None, typer.Option(envvar="JOBQ_TOKEN", help="access token")]
@@ -50,14 +50,23 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(_plain(value), indent=2, default=str) + "\n")
 
 
+def _fail(message: str, code: int = 1) -> NoReturn:
+    # One plain line on stderr: stdout stays JSON for --json, and rich would wrap it at 80
+    # columns when stderr is not a terminal.
+    typer.secho(f"jobq: {message}", fg="red", err=True)
+    raise typer.Exit(code)
+
+
 @contextmanager
 def _client(url: str, token: str | None) -> Iterator[Client]:
     try:
         with Client(url, token=token) as client:
             yield client
+    except TransportError as exc:
+        # No HTTP answer at all: a wrong --url or JOBQ_URL is the usual cause, so name it.
+        _fail(f"cannot reach {url}: {exc}")
     except JobqError as exc:
-        console.print(f"[red]jobq: {exc}[/red]", highlight=False)
-        raise typer.Exit(1) from None
+        _fail(str(exc))
 
 
 def _jobs_table(jobs: list[Any]) -> Table:
@@ -93,9 +102,14 @@ def register(app: typer.Typer) -> None:
         """Run handlers from an importable module until SIGTERM/SIGINT."""
         from jobq.worker import run_worker
 
-        raise typer.Exit(run_worker(url, spec, queues, concurrency, token=token,
-                                    lease_ms=lease_ms, worker_id=worker_id,
-                                    grace_period=grace_period))
+        try:
+            code = run_worker(url, spec, queues, concurrency, token=token, lease_ms=lease_ms,
+                              worker_id=worker_id, grace_period=grace_period)
+        except ValueError as exc:
+            # A handler's errors fail its job inside the worker; a ValueError that gets here
+            # is the command line's (a spec that does not import, no queue): a line, not a trace.
+            _fail(str(exc), code=2)
+        raise typer.Exit(code)
 
     @app.command()
     def enqueue(

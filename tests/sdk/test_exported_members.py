@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import jobq
 import jobq.client
 import jobq.worker
 
@@ -49,6 +50,10 @@ CLIENT_API = [
 WORKER_API = ["Discard", "Handler", "Retry", "Worker", "load_handlers", "run_worker"]
 
 
+# `from jobq import ...`: the SDK's names and the version, nothing of the server.
+TOP_LEVEL_API = sorted([*CLIENT_API, *WORKER_API, "__version__"])
+
+
 def public_names(module: object) -> list[str]:
     return sorted(name for name in vars(module) if not name.startswith("_"))
 
@@ -59,6 +64,25 @@ def test_client_all_is_pinned() -> None:
 
 def test_worker_all_is_pinned() -> None:
     assert sorted(jobq.worker.__all__) == WORKER_API
+
+
+def test_top_level_all_is_pinned() -> None:
+    assert sorted(jobq.__all__) == TOP_LEVEL_API
+
+
+def test_from_jobq_import_gives_the_sdk_s_objects() -> None:
+    from jobq import AsyncClient, Client, Discard, Retry, Worker
+
+    assert (Client, AsyncClient) == (jobq.client.Client, jobq.client.AsyncClient)
+    assert (Worker, Retry, Discard) == (jobq.worker.Worker, jobq.worker.Retry, jobq.worker.Discard)
+    star: dict[str, object] = {}
+    exec("from jobq import *", star)
+    assert sorted(k for k in star if k != "__builtins__") == TOP_LEVEL_API
+    for name in jobq.client.__all__:
+        assert getattr(jobq, name) is getattr(jobq.client, name)
+    for name in jobq.worker.__all__:
+        assert getattr(jobq, name) is getattr(jobq.worker, name)
+    assert isinstance(jobq.__version__, str)
 
 
 def test_everything_in_all_exists_and_nothing_else_is_public() -> None:
@@ -79,7 +103,7 @@ def test_every_error_descends_from_jobq_error() -> None:
 def test_sdk_and_worker_import_nothing_from_the_server() -> None:
     # A fresh interpreter, so modules other tests imported do not count.
     code = (
-        "import json, sys, jobq.client, jobq.worker; "
+        "import json, sys, jobq, jobq.client, jobq.worker; "
         "print(json.dumps(sorted(m.split('.')[0] if not m.startswith('jobq.') else m "
         "for m in sys.modules)))"
     )
