@@ -896,7 +896,7 @@ def _tail(path: Path, lines: int = 30) -> str:
 def _embedded(data_dir: Path) -> Iterator[str]:
     """The embedded PostgreSQL ``jobq serve`` would use, started by the bench so that it
     knows the URL (for the baseline and the database's CPU); the service attaches to it."""
-    from jobq.store.embedded import EmbeddedPostgres, EmbeddedUnavailable
+    from jobq.embedded import EmbeddedPostgres, EmbeddedUnavailable
 
     server = EmbeddedPostgres(data_dir / "pgdata")
     try:

@@ -67,7 +67,7 @@ def _database(stack: ExitStack, settings) -> str:  # type: ignore[no-untyped-def
     """The libpq URL to use: JOBQ_DATABASE_URL, or an embedded server started for us."""
     if settings.database_url:
         return settings.libpq_url
-    from jobq.store.embedded import EmbeddedPostgres, EmbeddedUnavailable
+    from jobq.embedded import EmbeddedPostgres, EmbeddedUnavailable
 
     try:
         server = EmbeddedPostgres(settings.data_dir / "pgdata")
