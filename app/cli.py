@@ -67,7 +67,7 @@ def _database(stack: ExitStack, settings) -> str:  # type: ignore[no-untyped-def
     """The libpq URL to use: JOBQ_DATABASE_URL, or an embedded server started for us."""
     if settings.database_url:
         return settings.libpq_url
-    from jobq.store.embedded import EmbeddedPostgres, EmbeddedUnavailable
+    from jobq.embedded import EmbeddedPostgres, EmbeddedUnavailable
 
     try:
         server = EmbeddedPostgres(settings.data_dir / "pgdata")
@@ -190,11 +190,12 @@ def bench(
     """Measure enqueue, drain and end-to-end rates, pickup latency and CPU per job over HTTP."""
     _need_server("bench")
     from jobq import bench as b
+    from jobq.bench.drivers import main as drivers_main
 
     if drivers:
         settings = _settings()
-        raise typer.Exit(_bench_drivers(
-            database_url or (settings.libpq_url if settings.database_url else None), as_json))
+        raise typer.Exit(drivers_main(
+            database_url or (settings.libpq_url if settings.database_url else None), as_json=as_json))
 
     try:
         bench_mode = b.Mode(mode)
@@ -215,33 +216,6 @@ def bench(
         token=token or settings.admin_token,
     )
     raise typer.Exit(b.main(cfg, as_json=as_json))
-
-
-def _bench_drivers(database_url: str | None, as_json: bool) -> int:
-    import json
-
-    from rich.console import Console
-    from rich.table import Table
-
-    from jobq import bench_drivers
-    from jobq.store.migrate import migrate
-
-    if database_url is None:
-        typer.echo("jobq bench --drivers needs --database-url or JOBQ_DATABASE_URL", err=True)
-        return 2
-    migrate(database_url)  # the statement reads the jobs table
-    figures = bench_drivers.measure(database_url)
-    if as_json:
-        typer.echo(json.dumps([{"path": f.path, "rate": round(f.rate), "cpu_us": round(f.cpu_us)}
-                               for f in figures]))
-        return 0
-    table = Table(title="one prepared primary-key SELECT through each psycopg path")
-    for column in ("path", "statements/s", "client CPU per statement (us)"):
-        table.add_column(column, justify="left" if column == "path" else "right")
-    for f in figures:
-        table.add_row(f.path, f"{f.rate:,.0f}", f"{f.cpu_us:,.0f}")
-    Console().print(table)
-    return 0
 
 
 @app.command()

@@ -31,7 +31,7 @@ def admin_url() -> Iterator[str]:
     if url:
         yield url
         return
-    from jobq.store.embedded import EmbeddedPostgres
+    from jobq.embedded import EmbeddedPostgres
 
     with EmbeddedPostgres.temporary() as server:
         yield server.url

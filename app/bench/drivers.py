@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from jobq.bench.phases import run_async
+from jobq.bench.report import drivers_json, render_drivers
+from jobq.store.migrate import migrate
 
 SQL = "SELECT id, queue, type, status FROM jobs WHERE id = %(id)s"
 CONCURRENCY = 8
@@ -119,10 +124,7 @@ async def _async_paths(url: str, n: int) -> list[DriverFigure]:
 
 def measure(url: str, n: int = 3000) -> list[DriverFigure]:
     """Each path once, in one run, so the figures share the machine's noise."""
-    import uvloop
-
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        figures = runner.run(_async_paths(url, n))
+    figures = run_async(_async_paths(url, n))
     with psycopg.connect(url, autocommit=True, prepare_threshold=0) as conn:
 
         def sync_loop() -> None:
@@ -132,3 +134,16 @@ def measure(url: str, n: int = 3000) -> list[DriverFigure]:
         sync_loop()
         figures.insert(1, _timed("sync", n, sync_loop))
     return figures
+
+
+def main(database_url: str | None, *, as_json: bool) -> int:
+    if database_url is None:
+        print("jobq bench --drivers needs --database-url or JOBQ_DATABASE_URL", file=sys.stderr)
+        return 2
+    migrate(database_url)  # the statement reads the jobs table
+    figures = measure(database_url)
+    if as_json:
+        print(drivers_json(figures))
+    else:
+        render_drivers(figures)
+    return 0

@@ -1,0 +1,60 @@
+"""What every part of the bench shares: the run's configuration (``BenchConfig``, ``Mode``),
+its one error, the constants of the load it offers, and its progress log on stderr."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+# Long enough that no lease expires during a phase, whatever the machine's load.
+LEASE_MS = 60_000
+# Workers long-poll rather than spin when the queue is momentarily empty (the end of a drain,
+# an end-to-end run whose producers are behind, the latency phase).
+WAIT_MS = 1_000
+JOB_TYPE = "bench.noop"
+
+
+class Mode(StrEnum):
+    single = "single"
+    batch = "batch"
+    both = "both"
+
+
+class BenchError(RuntimeError):
+    """The bench could not measure: a phase timed out, or the service answered an error."""
+
+
+def log(message: str) -> None:
+    """Progress and errors go to stderr: stdout carries only the table or the JSON."""
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    url: str | None  # a running service; None: the bench starts one
+    database_url: str | None  # the service's database; None: embedded (when we start it)
+    data_dir: Path  # home of the embedded PostgreSQL
+    mode: Mode
+    jobs: int
+    producers: int
+    workers: int
+    batch: int
+    queue: str | None  # base of the queue names; None: a fresh one per run
+    latency_rate: float
+    latency_seconds: float
+    baseline: bool
+    server_workers: int
+    connections: tuple[int, ...]
+    timeout_s: float  # per phase
+    token: str | None
+
+    @property
+    def modes(self) -> list[Mode]:
+        return [Mode.batch, Mode.single] if self.mode is Mode.both else [self.mode]
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal whole shares (producers, raw-SQL threads)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]

@@ -1,0 +1,135 @@
+"""The report: the HTTP figures as ratios to the raw-SQL ceilings, the informational
+targets, and the tables on stdout (the JSON is the report itself)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from jobq.bench.drivers import DriverFigure
+
+# Informational targets shown next to the figures (issue 5).
+TARGET_BATCH_DRAIN_RATIO = 0.5
+TARGET_SINGLE_E2E_RATIO = 0.6
+TARGET_PICKUP_P50_MS = 5.0
+TARGET_PICKUP_P99_MS = 20.0
+
+
+def _ratio(http: float, ceiling: float) -> float | None:
+    return round(http / ceiling, 3) if ceiling > 0 else None
+
+
+def _target(figure: str, value: float | None, op: str, target: float, unit: str) -> dict[str, Any]:
+    met = None if value is None else (value >= target if op == ">=" else value <= target)
+    return {"figure": figure, "value": value, "op": op, "target": target, "unit": unit, "met": met}
+
+
+def compare(report: dict[str, Any]) -> tuple[dict[str, float | None], list[dict[str, Any]]]:
+    ratios: dict[str, float | None] = {}
+    targets: list[dict[str, Any]] = []
+    base = report.get("baseline", {})
+    if "batch" in report and "batch_drain_rate" in base:
+        ratios["batch_enqueue_vs_raw"] = _ratio(report["batch"]["enqueue_rate"], base["batch_enqueue_rate"])
+        ratios["batch_drain_vs_raw"] = _ratio(report["batch"]["drain_rate"], base["batch_drain_rate"])
+        targets.append(_target("batch drain / raw batch drain", ratios["batch_drain_vs_raw"], ">=",
+                               TARGET_BATCH_DRAIN_RATIO, "ratio"))
+    if "single" in report and "single_whole_life_rate" in base:
+        ratios["single_e2e_vs_raw"] = _ratio(report["single"]["end_to_end_rate"], base["single_whole_life_rate"])
+        targets.append(_target("single end-to-end / raw single whole life", ratios["single_e2e_vs_raw"], ">=",
+                               TARGET_SINGLE_E2E_RATIO, "ratio"))
+    if "latency" in report:
+        targets.append(_target("pickup p50", report["latency"]["p50_ms"], "<=", TARGET_PICKUP_P50_MS, "ms"))
+        targets.append(_target("pickup p99", report["latency"]["p99_ms"], "<=", TARGET_PICKUP_P99_MS, "ms"))
+    return ratios, targets
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float) and unit != "ratio":
+        return f"{value:,.2f}{unit}" if value < 100 else f"{value:,.0f}{unit}"
+    if unit == "ratio":
+        return f"{value:.0%}"
+    return f"{value:,}{unit}"
+
+
+def render(report: dict[str, Any]) -> None:
+    console = Console()
+    cfg = report["config"]
+    server = (f"started, {cfg['server_workers']} worker process(es)" if cfg["started_service"]
+              else "given by --url")
+    console.print(f"jobq bench: {cfg['jobs']:,} jobs per phase, {cfg['producers']} producers, "
+                  f"{cfg['workers']} workers, batch {cfg['batch']}; service {cfg['url']} ({server}); "
+                  f"{cfg['cpus']} CPUs", highlight=False)
+    if cfg["database"]:
+        db = cfg["database"]
+        console.print(f"PostgreSQL {db['server_version']}: autovacuum {db['autovacuum']}, synchronous_commit "
+                      f"{db['synchronous_commit']}, fsync {db['fsync']}", highlight=False)
+
+    rates = Table(title="throughput (jobs/s) and CPU per 1,000 jobs (ms: service / database / bench)")
+    for column in ("mode", "phase", "jobs/s", "service", "database", "bench"):
+        rates.add_column(column, justify="left" if column in ("mode", "phase") else "right")
+    for mode in ("batch", "single"):
+        if mode not in report:
+            continue
+        r = report[mode]
+        for phase, key in (("enqueue", "enqueue_rate"), ("drain", "drain_rate"), ("end-to-end", "end_to_end_rate")):
+            name = phase.replace("-", "_")
+            cpu = [(r[k] or {}).get(name) for k in
+                   ("cpu_ms_per_1000_jobs", "db_cpu_ms_per_1000_jobs", "bench_cpu_ms_per_1000_jobs")]
+            rates.add_row(mode, phase, _fmt(r[key]), *(_fmt(c) for c in cpu))
+    console.print(rates)
+
+    if "latency" in report:
+        lat = report["latency"]
+        table = Table(title=f"pickup latency (visible → claimed, server clock), {lat['jobs']:,} jobs")
+        for column in ("offered jobs/s", "achieved", "p50 ms", "p95 ms", "p99 ms", "max ms"):
+            table.add_column(column, justify="right")
+        table.add_row(_fmt(lat["offered_rate"]), _fmt(lat["achieved_rate"]), _fmt(lat["p50_ms"]),
+                      _fmt(lat["p95_ms"]), _fmt(lat["p99_ms"]), _fmt(lat["max_ms"]))
+        console.print(table)
+
+    if "baseline" in report:
+        b = report["baseline"]
+        table = Table(title="raw-SQL ceiling (same statements, psycopg, no HTTP)")
+        for column in ("figure", "jobs/s", "best of connections", "HTTP jobs/s", "HTTP / raw"):
+            table.add_column(column, justify="left" if column == "figure" else "right")
+        ratios = report["ratios"]
+        if "batch_drain_rate" in b:
+            table.add_row("batch insert", _fmt(b["batch_enqueue_rate"]), str(b["batch_enqueue_connections"]),
+                          _fmt(report["batch"]["enqueue_rate"]), _fmt(ratios.get("batch_enqueue_vs_raw"), "ratio"))
+            table.add_row("batch drain", _fmt(b["batch_drain_rate"]), str(b["batch_drain_connections"]),
+                          _fmt(report["batch"]["drain_rate"]), _fmt(ratios.get("batch_drain_vs_raw"), "ratio"))
+        if "single_whole_life_rate" in b:
+            table.add_row("single whole life (HTTP: end-to-end)", _fmt(b["single_whole_life_rate"]),
+                          str(b["single_whole_life_connections"]), _fmt(report["single"]["end_to_end_rate"]),
+                          _fmt(ratios.get("single_e2e_vs_raw"), "ratio"))
+        console.print(table)
+
+    if report["targets"]:
+        table = Table(title="targets (informational)")
+        for column in ("figure", "value", "target", "met"):
+            table.add_column(column, justify="left" if column == "figure" else "right")
+        for t in report["targets"]:
+            unit = "ratio" if t["unit"] == "ratio" else " ms"
+            met = "–" if t["met"] is None else ("yes" if t["met"] else "[red]no[/red]")
+            table.add_row(t["figure"], _fmt(t["value"], unit), f"{t['op']} {_fmt(t['target'], unit)}", met)
+        console.print(table)
+
+
+def drivers_json(figures: Sequence[DriverFigure]) -> str:
+    return json.dumps([{"path": f.path, "rate": round(f.rate), "cpu_us": round(f.cpu_us)} for f in figures])
+
+
+def render_drivers(figures: Sequence[DriverFigure]) -> None:
+    table = Table(title="one prepared primary-key SELECT through each psycopg path")
+    for column in ("path", "statements/s", "client CPU per statement (us)"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+    for f in figures:
+        table.add_row(f.path, f"{f.rate:,.0f}", f"{f.cpu_us:,.0f}")
+    Console().print(table)

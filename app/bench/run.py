@@ -1,0 +1,86 @@
+"""One ``jobq bench`` run: the service, then per mode its HTTP phases followed (with
+``--baseline``) by the raw-SQL ceilings, then the pickup latency; tidied between
+measurements; the report printed as a table or JSON."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from jobq.bench.baseline import RawSql, raw_batch, raw_single
+from jobq.bench.config import LEASE_MS, WAIT_MS, BenchConfig, BenchError, Mode, log
+from jobq.bench.cpu import CpuMeter, DatabaseCpu
+from jobq.bench.database import Tidy, database_facts, no_tidy
+from jobq.bench.latency import latency
+from jobq.bench.load import http_mode
+from jobq.bench.phases import run_async
+from jobq.bench.report import compare, render
+from jobq.bench.service import service_for
+
+
+def run(cfg: BenchConfig) -> dict[str, Any]:
+    base = cfg.queue or f"bench-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+    with service_for(cfg) as service, contextlib.ExitStack() as stack:
+        database = DatabaseCpu.open(service.database_url) if service.database_url else None
+        if database is not None:
+            stack.callback(database.close)
+        meter = CpuMeter(service.pid, database)
+        facts = database_facts(service.database_url) if service.database_url else None
+        vacuum = facts is not None and facts["autovacuum"] != "on"
+        if vacuum:
+            log("autovacuum is off on this PostgreSQL server: the bench runs VACUUM on the jobs table "
+                "between measurements")
+        tidy: Callable[[], None] = (Tidy(service.database_url, base, vacuum) if service.database_url
+                                    else no_tidy)
+        stack.callback(tidy)
+        raw: RawSql | None = None
+        if cfg.baseline:
+            if service.database_url is None:
+                raise BenchError("--baseline with --url needs --database-url (or JOBQ_DATABASE_URL)")
+            raw = RawSql(service.database_url, cfg.batch, cfg.timeout_s, meter)
+        report: dict[str, Any] = {
+            "config": {
+                "url": service.url, "started_service": service.pid is not None,
+                "server_workers": cfg.server_workers if service.pid is not None else None,
+                "jobs": cfg.jobs, "producers": cfg.producers, "workers": cfg.workers, "batch": cfg.batch,
+                "queue": base, "lease_ms": LEASE_MS, "wait_ms": WAIT_MS,
+                "cpus": os.cpu_count(), "database_cpu_measured": database is not None, "database": facts,
+            },
+        }
+        baseline: dict[str, Any] = {}
+        for mode in cfg.modes:
+            tidy()
+            result = run_async(http_mode(cfg, service.url, meter, mode, base))
+            report[mode.value] = result.as_json()
+            if raw is not None:
+                counts = cfg.connections
+                if mode is Mode.batch:
+                    baseline |= raw_batch(raw, cfg.jobs, counts, base, tidy)
+                else:
+                    baseline |= raw_single(raw, cfg.jobs, counts, base, tidy)
+        if cfg.latency_seconds > 0:
+            tidy()
+            report["latency"] = run_async(latency(cfg, service.url, meter, base))
+    if raw is not None:
+        report["baseline"] = baseline
+    report["ratios"], report["targets"] = compare(report)
+    return report
+
+
+def main(cfg: BenchConfig, *, as_json: bool) -> int:
+    try:
+        report = run(cfg)
+    except BenchError as exc:
+        log(f"error: {exc}")
+        return 1
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        render(report)
+    return 0
