@@ -81,6 +81,10 @@ jobs = Table(
         "id",
         postgresql_where=text("status IN ('pending', 'failed')"),
     ),
+    # When the next waiting job of a queue becomes visible, and the oldest claimable one's lag
+    # (migration 0004).
+    Index("jobs_waiting_idx", "queue", "visible_at",
+          postgresql_where=text("status IN ('pending', 'failed')")),
     Index("jobs_lease_expiry_idx", "locked_until", postgresql_where=text("status = 'running'")),
     Index(
         "jobs_idempotency_key_idx",
