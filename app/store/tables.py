@@ -109,6 +109,16 @@ jobs = Table(
     ),
     Index("jobs_queue_status_id_idx", "queue", "status", "id"),
     Index("jobs_status_id_idx", "status", "id"),
+    # Free space per page keeps most updated versions on their page (migration 0001). Not for
+    # HOT updates: every update of a job changes an indexed column (README, "Why the jobs
+    # table is tuned").
+    postgresql_with={
+        "fillfactor": "70",
+        "autovacuum_vacuum_scale_factor": "0.01",
+        "autovacuum_vacuum_insert_scale_factor": "0.05",
+        "autovacuum_analyze_scale_factor": "0.02",
+        "autovacuum_vacuum_cost_delay": "1",
+    },
 )
 
 # Counts of jobs by queue, type and status, kept by statement triggers on ``jobs`` so that
