@@ -102,10 +102,11 @@ def test_the_reaper_never_scans_the_whole_jobs_table(stale_stats: psycopg.Connec
 # --- Every statement, at the size users reach --------------------------------------------------
 #
 # One database per module, filled once with ROWS jobs of each status in one queue (waiting now,
-# delayed, failed and waiting to retry, running, completed, dead: 6 × ROWS), plus small
-# queues and one of ROWS jobs due later at a high priority (7 × ROWS in all, about 25 s). Each named statement is run under EXPLAIN ANALYZE (rolled back), with a generic and a
-# custom plan: none may read jobs with a Seq Scan, and each reads a bounded number of pages,
-# whatever ROWS is. JOBQ_PLAN_ROWS=1000000 gives the figures quoted in the README.
+# delayed, failed and waiting to retry, running, completed, dead: 6 × ROWS), plus small queues
+# and one of ROWS jobs due later at a high priority (7 × ROWS in all, about 25 s). Each named
+# statement is run under EXPLAIN ANALYZE (rolled back), with a generic and a custom plan: none
+# may read jobs with a Seq Scan, and each reads a bounded number of pages, whatever ROWS is
+# (JOBQ_PLAN_ROWS; the bounds hold from 10^5 to 10^6 jobs).
 
 ROWS = int(os.environ.get("JOBQ_PLAN_ROWS", "100000"))
 BIG = "big"
