@@ -57,8 +57,9 @@ CREATE TABLE jobs (
         CHECK (status IN ('pending', 'running', 'failed', 'completed', 'dead', 'cancelled'))
 )
 -- Every job is updated several times (claim, heartbeats, ack). Free space on each page lets
--- PostgreSQL keep updated versions on the same page (HOT), and vacuuming after 1% of the
--- rows changed, instead of 20%, keeps dead versions from piling up between vacuums.
+-- PostgreSQL keep updated versions on the same page (not HOT: each of these updates changes
+-- an indexed column, see README), and vacuuming after 1% of the rows changed, instead of
+-- 20%, keeps dead versions from piling up between vacuums.
 WITH (
     fillfactor = 70,
     autovacuum_vacuum_scale_factor = 0.01,

@@ -1,8 +1,9 @@
-"""Background duties that exactly one replica does at a time: retention and aging upkeep.
+"""Background duties that exactly one replica does at a time: retention.
 
 Lease expiry is not among them: every replica reaps (see reaper.py), since the reap
 statement shares work safely and the contract wants expiry within 1 s even while a new
-leader is being chosen.
+leader is being chosen. Nor are aging keys: every write sets its job's key, and a change of
+aging_ms re-keys the jobs of writers that read the old setting (store/queue_settings.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ log = logging.getLogger("jobq.duties")
 
 RETENTION_BATCH = 1000
 RETENTION_EVERY_S = 10.0
-AGING_EVERY_S = 1.0
+# How often the leader checks that it still holds the lock, and looks whether retention is due.
+LEAD_EVERY_S = 1.0
 TAKEOVER_EVERY_S = 1.0
 # Between retention batches, so deletes never hog the table or the disk.
 RETENTION_PAUSE_S = 0.05
@@ -36,10 +38,6 @@ async def delete_expired(ctx: Context) -> int:
         await asyncio.sleep(RETENTION_PAUSE_S)
 
 
-async def fill_aged_keys(ctx: Context) -> None:
-    await ctx.db.fetch(Q.JobAgedKeysFill)
-
-
 async def lead(ctx: Context, leadership: Leadership) -> None:
     """Run the duties while we hold the lock; return when the lock's session is lost."""
     ctx.is_leader = True
@@ -48,13 +46,12 @@ async def lead(ctx: Context, leadership: Leadership) -> None:
     try:
         while True:
             await leadership.check()
-            await fill_aged_keys(ctx)
             if time.monotonic() - last_retention >= RETENTION_EVERY_S:
                 deleted = await delete_expired(ctx)
                 if deleted:
                     log.info("retention deleted %d finished jobs", deleted)
                 last_retention = time.monotonic()
-            await asyncio.sleep(AGING_EVERY_S)
+            await asyncio.sleep(LEAD_EVERY_S)
     finally:
         ctx.is_leader = False
 

@@ -4,18 +4,20 @@ do not both migrate."""
 from __future__ import annotations
 
 import logging
+import time
 from importlib import resources
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, pool, text
+from sqlalchemy import Connection, create_engine, pool, text
 
 log = logging.getLogger("jobq.migrate")
 
 # Any fixed 64-bit key will do; it only has to differ from our other advisory locks.
 MIGRATION_LOCK_KEY = 0x6A6F6271_0001  # "jobq" + 1
+LOCK_RETRY_S = 0.2
 
 
 def _script_location() -> Path:
@@ -46,14 +48,25 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(cfg).get_current_head()
 
 
+def _lock(conn: Connection) -> None:
+    """Take the migration lock, waiting between tries rather than inside a statement: a
+    session waiting in pg_advisory_lock holds a snapshot, and CREATE INDEX CONCURRENTLY in
+    the migrating session waits for every older snapshot, so the two would deadlock."""
+    while True:
+        got = conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY}).scalar()
+        conn.commit()
+        if got:
+            return
+        time.sleep(LOCK_RETRY_S)
+
+
 def migrate(libpq_url: str) -> None:
     """Apply pending migrations. Safe to call from several processes at once."""
     engine = create_engine(sqlalchemy_url(libpq_url), poolclass=pool.NullPool)
     try:
         with engine.connect() as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK_KEY})
+            _lock(conn)
             try:
-                conn.commit()
                 cfg = alembic_config(libpq_url)
                 cfg.attributes["connection"] = conn
                 command.upgrade(cfg, "head")

@@ -148,7 +148,7 @@ SELECT q.max_running - coalesce((SELECT sum(c.n) FROM job_counts c
 SELECT pg_advisory_xact_lock(hashtextextended('jobq.claim:' || %(queue)s, 0));
 
 -- name: QueueNextVisible
--- When the next waiting job this long-poll could take (unpaused queues, its types) becomes visible, so it knows how long to sleep.
+-- When the next waiting job this long-poll could take (unpaused queues, its types) becomes visible, so it knows how long to sleep (from jobs_waiting_idx).
 SELECT min(v) AS next_visible_at FROM (
     SELECT (SELECT j.visible_at FROM jobs j
              WHERE j.queue = q.name AND j.status IN ('pending', 'failed')
@@ -285,7 +285,7 @@ SELECT queue, status, type, sum(n)::bigint AS n
 HAVING sum(n) <> 0;
 
 -- name: QueueOldestWaiting
--- Lag of the oldest job claimable now, per queue, in ms (from the claim index); a paused queue has none claimable.
+-- Lag of the oldest job claimable now, per queue, in ms (from jobs_waiting_idx); a paused queue has none claimable.
 SELECT q.name AS queue,
        (SELECT (extract(epoch FROM now() - j.visible_at) * 1000)::bigint
           FROM jobs j
@@ -296,20 +296,19 @@ SELECT q.name AS queue,
  WHERE %(queue)s::text IS NULL OR q.name = %(queue)s;
 
 -- name: QueueAgedKeysReset
--- After aging_ms changed: recompute (or clear) the aging keys of a queue's waiting jobs.
+-- After aging_ms changed: recompute (or clear) the aging keys of a queue's waiting jobs (reads every one: a settings change, never periodic).
 UPDATE jobs j
    SET aged_key = jobq_aged_key(j.visible_at, j.priority, q.aging_ms)
   FROM queues q
  WHERE q.name = %(queue)s AND j.queue = q.name AND j.status IN ('pending', 'failed')
    AND j.aged_key IS DISTINCT FROM jobq_aged_key(j.visible_at, j.priority, q.aging_ms);
 
--- name: JobAgedKeysFill
--- Give an aging key to waiting jobs of aging queues that were enqueued while aging was being switched on.
-UPDATE jobs j
-   SET aged_key = jobq_aged_key(j.visible_at, j.priority, q.aging_ms)
-  FROM queues q
- WHERE q.aging_ms IS NOT NULL AND j.queue = q.name
-   AND j.status IN ('pending', 'failed') AND j.aged_key IS NULL;
+-- name: JobWritersInFlight
+-- The transactions writing jobs now (not ours), by virtual transaction id: a change of aging_ms waits for them, as they may have keyed their jobs by the old setting.
+SELECT coalesce(array_agg(DISTINCT virtualtransaction), '{}') AS writers
+  FROM pg_locks
+ WHERE locktype = 'relation' AND relation = 'jobs'::regclass AND mode = 'RowExclusiveLock'
+   AND pid IS DISTINCT FROM pg_backend_pid();
 
 -- name: JobDeleteExpired
 -- Retention: delete one batch of finished jobs older than their queue's retention (dead ones by dead_retention_ms).

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from typing import Any
 
 from jobq.store.db import Database
 from jobq.store.queries import Q
 from jobq.store.tables import queues
 
+log = logging.getLogger("jobq.store")
+
 _COLUMNS = frozenset(c.name for c in queues.columns) - {"name", "created_at"}
+# How often a change of aging_ms looks whether the writers it waits for have finished.
+_WRITERS_POLL_S = 0.01
 
 
 async def update(db: Database, name: str, changes: dict[str, Any]) -> None:
     """Set the given settings; a change of aging_ms re-keys the queue's waiting jobs in the
-    same transaction, so the aging claim never sees a stale order."""
+    same transaction, so the aging claim never sees a stale order, and once more after the
+    writers that may have read the old setting have finished."""
     unknown = set(changes) - _COLUMNS
     if unknown:  # column names are never taken from a client
         raise ValueError(f"unknown queue settings {sorted(unknown)}")
@@ -23,3 +31,28 @@ async def update(db: Database, name: str, changes: dict[str, Any]) -> None:
                            {**changes, "queue": name})
         if "aging_ms" in changes:
             await conn.execute(Q.QueueAgedKeysReset, {"queue": name})
+    if "aging_ms" in changes:
+        await _rekey_late_writers(db, name)
+
+
+async def _rekey_late_writers(db: Database, name: str) -> None:
+    """Key the jobs that writers which read the old aging_ms commit after our re-key.
+
+    An enqueue, retry or reap that began before the change committed computed its jobs' keys
+    from the old setting, and the re-key above could not see its rows. Once every transaction
+    that was writing jobs when the change committed has ended, no such row can appear any
+    more (a writer takes its table lock before its snapshot, so one that starts later reads
+    the new setting); re-keying then catches them all. This replaces a sweep of the whole
+    table every second for keys left NULL."""
+    row = await db.fetch_one(Q.JobWritersInFlight)
+    waiting = set(row["writers"] if row else [])
+    deadline = time.monotonic() + 3 * db.timeout_s
+    while waiting:
+        if time.monotonic() > deadline:  # only a transaction outside jobq stays this long
+            log.warning("queue %s: aging_ms changed while %d transactions kept writing jobs; "
+                        "jobs they wrote may keep a key from the old setting", name, len(waiting))
+            break
+        await asyncio.sleep(_WRITERS_POLL_S)
+        row = await db.fetch_one(Q.JobWritersInFlight)
+        waiting &= set(row["writers"] if row else [])
+    await db.fetch(Q.QueueAgedKeysReset, {"queue": name})

@@ -81,6 +81,10 @@ jobs = Table(
         "id",
         postgresql_where=text("status IN ('pending', 'failed')"),
     ),
+    # When the next waiting job of a queue becomes visible, and the oldest claimable one's lag
+    # (migration 0004).
+    Index("jobs_waiting_idx", "queue", "visible_at",
+          postgresql_where=text("status IN ('pending', 'failed')")),
     Index("jobs_lease_expiry_idx", "locked_until", postgresql_where=text("status = 'running'")),
     Index(
         "jobs_idempotency_key_idx",
@@ -105,6 +109,16 @@ jobs = Table(
     ),
     Index("jobs_queue_status_id_idx", "queue", "status", "id"),
     Index("jobs_status_id_idx", "status", "id"),
+    # Free space per page keeps most updated versions on their page (migration 0001). Not for
+    # HOT updates: every update of a job changes an indexed column (README, "Why the jobs
+    # table is tuned").
+    postgresql_with={
+        "fillfactor": "70",
+        "autovacuum_vacuum_scale_factor": "0.01",
+        "autovacuum_vacuum_insert_scale_factor": "0.05",
+        "autovacuum_analyze_scale_factor": "0.02",
+        "autovacuum_vacuum_cost_delay": "1",
+    },
 )
 
 # Counts of jobs by queue, type and status, kept by statement triggers on ``jobs`` so that
