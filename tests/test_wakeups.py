@@ -14,7 +14,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from jobq.store.notify import Waiter, Wakeups, parse_payload
+from jobq.core.wakeups import GENERATIONS_KEPT, Waiter, Wakeups
+from jobq.store.db import Database
+from jobq.store.notify import parse_payload
 from tests.conftest import LiveServer
 from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many
 
@@ -25,12 +27,13 @@ PASSED_ON_S = 2.0
 
 @pytest.fixture
 def board() -> Wakeups:
-    return Wakeups("postgresql://unused")  # never started: only its local waiters are used
+    # Never started: only its local waiters are used, and what it would send stays in its outbox.
+    return Wakeups(Database("postgresql://unused", pool_size=1, timeout_s=1, retry_after_s=1))
 
 
 def waiters(board: Wakeups, queue: str, limits: list[int], stack: contextlib.ExitStack,
             filtered: bool = False) -> list[Waiter]:
-    return [stack.enter_context(board.subscribe([queue], limit, filtered)) for limit in limits]
+    return [stack.enter_context(board._subscribe([queue], limit, filtered)) for limit in limits]
 
 
 @pytest.fixture
@@ -93,9 +96,9 @@ def test_other_queues_waiters_are_not_rung(board: Wakeups, stack: contextlib.Exi
 
 
 def test_a_waiter_that_left_is_not_rung(board: Wakeups) -> None:
-    with board.subscribe(["q"], 1) as gone:
+    with board._subscribe(["q"], 1) as gone:
         pass
-    with board.subscribe(["q"], 1) as staying:
+    with board._subscribe(["q"], 1) as staying:
         board.publish({"q": 1})
         assert staying.rung and not gone.rung
     assert not board.has_waiters("q")
@@ -105,19 +108,19 @@ def test_jobs_our_idle_waiters_cover_are_not_announced(board: Wakeups, stack: co
     # Other processes hear only of what nobody here will claim: a NOTIFY is a round trip.
     waiters(board, "q", [1, 1], stack)
     board.publish({"q": 2})
-    assert board._outbox == {}
+    assert board.notifications.outbox == {}
     board.publish({"q": 3})  # both are rung already: these three go out
-    assert board._outbox == {"q": 3}
+    assert board.notifications.outbox == {"q": 3}
     waiters(board, "r", [10], stack)
     board.publish({"r": 25})
-    assert board._outbox == {"q": 3, "r": 15}
+    assert board.notifications.outbox == {"q": 3, "r": 15}
     waiters(board, "s", [10], stack)
     board.publish(["s"])  # a count we do not know always goes out
-    assert board._outbox["s"] is None
+    assert board.notifications.outbox["s"] is None
 
 
 def test_a_rung_waiter_remembers_its_queues(board: Wakeups, stack: contextlib.ExitStack) -> None:
-    (w,) = [stack.enter_context(board.subscribe(["a", "b", "c"], 1))]
+    (w,) = [stack.enter_context(board._subscribe(["a", "b", "c"], 1))]
     board.publish({"b": 1})
     assert w.rung_for == {"b": 1}
     board.publish({"c": 1})  # already rung: passed over
@@ -138,8 +141,6 @@ def test_a_rung_waiter_knows_how_many_jobs_it_was_counted_for(
 
 
 def test_generations_only_grow_and_stay_bounded(board: Wakeups) -> None:
-    from jobq.store.notify import GENERATIONS_KEPT
-
     board.publish({"first": 1})
     seen = board.generation("first")
     for i in range(GENERATIONS_KEPT + 5):
@@ -154,7 +155,7 @@ def test_counts_for_other_processes_add_up_until_sent(board: Wakeups) -> None:
     board.publish({"q": 3, "r": 1})
     board.publish(["s"])
     board.publish({"s": 4})
-    assert board._outbox == {"q": 5, "r": 1, "s": None}
+    assert board.notifications.outbox == {"q": 5, "r": 1, "s": None}
 
 
 @pytest.mark.parametrize(("payload", "parsed"), [
