@@ -12,8 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
-from tests.conftest import LiveServer, make_settings, running_app, wait_for
+from jobq.core.reaper import reap_once
+from tests.conftest import make_settings, running_app, wait_for
 from tests.helpers_workers import (
     DrainedServer,
     Stopwatch,
@@ -40,6 +42,17 @@ SLACK_S = 1.0
 
 def ms_between(later: str, earlier: str) -> float:
     return (ts(later) - ts(earlier)) / timedelta(milliseconds=1)
+
+
+async def idle(app: FastAPI, queue: str, n: int = 1) -> None:
+    """Until ``n`` long-polls on ``queue`` have looked, found nothing and sleep: what the
+    long-poll tests wait for before they enqueue, instead of guessing how long that takes."""
+    async with asyncio.timeout(10):
+        await app.state.ctx.wakeups.until_idle(queue, n)
+
+
+def asgi(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jobq", timeout=30)
 
 
 # --------------------------------------------------------------------------- claim: input
@@ -200,11 +213,11 @@ async def test_paused_queue_hands_out_nothing(client: httpx.AsyncClient) -> None
     assert [le["job"]["id"] for le in await claim(client, ["pq"])] == [job["id"]]
 
 
-async def test_unpausing_wakes_a_waiting_claim(client: httpx.AsyncClient) -> None:
+async def test_unpausing_wakes_a_waiting_claim(app: FastAPI, client: httpx.AsyncClient) -> None:
     job = await enqueue(client, queue="pq")
     await patch_queue(client, "pq", paused=True)
     waiting = asyncio.create_task(claim(client, ["pq"], wait_ms=10_000))
-    await asyncio.sleep(0.3)
+    await idle(app, "pq")
     assert not waiting.done()
     await patch_queue(client, "pq", paused=False)
     clock = Stopwatch()
@@ -231,10 +244,10 @@ async def test_queues_are_tried_in_the_order_listed(client: httpx.AsyncClient) -
 # ----------------------------------------------------------------------- claim: long-poll
 
 
-async def test_long_poll_returns_as_soon_as_a_job_is_enqueued(client: httpx.AsyncClient) -> None:
+async def test_long_poll_returns_as_soon_as_a_job_is_enqueued(app: FastAPI, client: httpx.AsyncClient) -> None:
     # At least one job is enough: a claim for 10 does not wait to fill up.
     waiting = asyncio.create_task(claim(client, ["lp"], limit=10, wait_ms=10_000))
-    await asyncio.sleep(0.3)
+    await idle(app, "lp")
     assert not waiting.done()
     job = await enqueue(client, queue="lp")
     clock = Stopwatch()
@@ -243,9 +256,9 @@ async def test_long_poll_returns_as_soon_as_a_job_is_enqueued(client: httpx.Asyn
     assert [le["job"]["id"] for le in leases] == [job["id"]]
 
 
-async def test_long_poll_wakes_for_any_of_its_queues(client: httpx.AsyncClient) -> None:
+async def test_long_poll_wakes_for_any_of_its_queues(app: FastAPI, client: httpx.AsyncClient) -> None:
     waiting = asyncio.create_task(claim(client, ["lp1", "lp2"], wait_ms=10_000))
-    await asyncio.sleep(0.3)
+    await idle(app, "lp2")
     job = await enqueue(client, queue="lp2")
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -284,10 +297,10 @@ async def test_delayed_job_wakes_a_long_poll_at_its_visible_time(client: httpx.A
 
 
 async def test_delayed_job_enqueued_during_a_long_poll_wakes_it_when_visible(
-    client: httpx.AsyncClient,
+    app: FastAPI, client: httpx.AsyncClient,
 ) -> None:
     waiting = asyncio.create_task(claim(client, wait_ms=10_000))
-    await asyncio.sleep(0.3)
+    await idle(app, "default")
     job = await enqueue(client, delay_ms=500)
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -296,12 +309,12 @@ async def test_delayed_job_enqueued_during_a_long_poll_wakes_it_when_visible(
 
 
 async def test_failed_job_wakes_a_long_poll_when_its_retry_is_due(
-    client: httpx.AsyncClient,
+    app: FastAPI, client: httpx.AsyncClient,
 ) -> None:
     job = await enqueue(client)
     lease = await claim_one(client)
     waiting = asyncio.create_task(claim(client, worker_id="w2", wait_ms=10_000))
-    await asyncio.sleep(0.3)
+    await idle(app, "default")
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=500)).status_code == 200
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -320,42 +333,43 @@ async def test_expired_lease_wakes_a_long_poll(client: httpx.AsyncClient) -> Non
 
 
 async def test_long_poll_wakes_on_enqueue_through_another_replica(database_url: str) -> None:
-    a, b = LiveServer(database_url), LiveServer(database_url)
-    a.start()
-    b.start()
-    try:
-        async with httpx.AsyncClient(base_url=a.url, timeout=30) as ca, \
-                httpx.AsyncClient(base_url=b.url, timeout=30) as cb:
-            waiting = asyncio.create_task(claim(ca, ["xr"], wait_ms=10_000))
-            await asyncio.sleep(0.5)
-            assert not waiting.done()
-            job = await enqueue(cb, queue="xr")
-            clock = Stopwatch()
-            leases = await asyncio.wait_for(waiting, 12)
-            assert [le["job"]["id"] for le in leases] == [job["id"]]
-            assert clock.elapsed < 1.0 + SLACK_S
-    finally:
-        a.stop()
-        b.stop()
+    # Two service processes on one database, here two apps in one process: each has its own
+    # LISTEN connection and hears only the other's NOTIFY.
+    async with running_app(make_settings(database_url)) as a, \
+            running_app(make_settings(database_url)) as b, asgi(a) as ca, asgi(b) as cb:
+        await a.state.ctx.wakeups.notifications.listening.wait()
+        waiting = asyncio.create_task(claim(ca, ["xr"], wait_ms=10_000))
+        await idle(a, "xr")
+        assert not waiting.done()
+        job = await enqueue(cb, queue="xr")
+        clock = Stopwatch()
+        leases = await asyncio.wait_for(waiting, 12)
+        assert [le["job"]["id"] for le in leases] == [job["id"]]
+        assert clock.elapsed < 1.0 + SLACK_S
+
+
+async def _jobs_nobody_here_may_take(c: httpx.AsyncClient) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Waiting jobs the long-polls below may not take: another type, a paused queue, and one
+    behind a full running cap. Answers the lease that fills the cap and the job behind it."""
+    await enqueue(c, "other")
+    await enqueue(c, queue="paused")
+    await patch_queue(c, "paused", paused=True)
+    await patch_queue(c, "capped", max_running=1)
+    running = await enqueue(c, queue="capped", payload={"n": 1})
+    first = await claim_one(c, ["capped"])
+    assert first["job"]["id"] == running["id"]
+    return first, await enqueue(c, queue="capped", payload={"n": 2})
 
 
 async def test_idle_long_polls_sleep_instead_of_spinning(database_url: str) -> None:
-    """Waiting jobs a long-poll may not take (other types, a paused queue, a full running
-    cap) must not turn its wait into a busy loop, and it still wakes for what it may take."""
+    """Waiting jobs a long-poll may not take must not turn its wait into a busy loop. The
+    service is a process of its own, so its CPU time is the service's alone."""
     server = DrainedServer(database_url)
     server.start()
     assert server.proc is not None
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as c:
-            await enqueue(c, "other")
-            await enqueue(c, queue="paused")
-            await patch_queue(c, "paused", paused=True)
-            await patch_queue(c, "capped", max_running=1)
-            running = await enqueue(c, queue="capped", payload={"n": 1})
-            first = await claim_one(c, ["capped"])
-            assert first["job"]["id"] == running["id"]
-            capped_next = await enqueue(c, queue="capped", payload={"n": 2})
-            await asyncio.sleep(0.3)
+            await _jobs_nobody_here_may_take(c)
             before = cpu_seconds(server.proc.pid)
             results = await asyncio.gather(
                 claim(c, types=["mine"], wait_ms=2000),
@@ -366,23 +380,27 @@ async def test_idle_long_polls_sleep_instead_of_spinning(database_url: str) -> N
             assert results == [[], [], []]
             # Idle, the server uses a few hundredths of a second here; spinning, over one.
             assert used < 0.5, f"three idle 2 s long-polls burned {used:.2f} s of server CPU"
-
-            # Still woken by what they may claim.
-            waiting = asyncio.create_task(claim(c, types=["mine"], wait_ms=10_000))
-            await asyncio.sleep(0.3)
-            mine = await enqueue(c, "mine")
-            clock = Stopwatch()
-            assert [le["job"]["id"] for le in await waiting] == [mine["id"]]
-            assert clock.elapsed < 1.0 + SLACK_S
-            assert await claim(c, ["capped"]) == []  # the cap is full
-            waiting = asyncio.create_task(claim(c, ["capped"], wait_ms=10_000))
-            await asyncio.sleep(0.3)
-            assert (await ack(c, first["lease_id"])).status_code == 200
-            clock = Stopwatch()
-            assert [le["job"]["id"] for le in await waiting] == [capped_next["id"]]
-            assert clock.elapsed < 1.0 + SLACK_S
     finally:
         server.stop()
+
+
+async def test_long_polls_beside_jobs_they_may_not_take_wake_for_theirs(
+    app: FastAPI, client: httpx.AsyncClient,
+) -> None:
+    first, capped_next = await _jobs_nobody_here_may_take(client)
+    waiting = asyncio.create_task(claim(client, types=["mine"], wait_ms=10_000))
+    await idle(app, "default")
+    mine = await enqueue(client, "mine")
+    clock = Stopwatch()
+    assert [le["job"]["id"] for le in await waiting] == [mine["id"]]
+    assert clock.elapsed < 1.0 + SLACK_S
+    assert await claim(client, ["capped"]) == []  # the cap is full
+    waiting = asyncio.create_task(claim(client, ["capped"], wait_ms=10_000))
+    await idle(app, "capped")
+    assert (await ack(client, first["lease_id"])).status_code == 200
+    clock = Stopwatch()
+    assert [le["job"]["id"] for le in await waiting] == [capped_next["id"]]
+    assert clock.elapsed < 1.0 + SLACK_S
 
 
 # ----------------------------------------------------------------------- lease ids
@@ -501,7 +519,7 @@ async def test_heartbeats_keep_a_short_lease_alive(client: httpx.AsyncClient) ->
     while time.monotonic() < end:
         r = await heartbeat(client, lease["lease_id"])
         assert r.status_code == 200, r.text
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # the behaviour is over time: beats paced well inside the lease
     stored = await get_job(client, job["id"])
     assert stored["status"] == "running" and stored["errors"] == []
     assert await claim(client, worker_id="w2") == []
@@ -542,75 +560,82 @@ async def test_unknown_lease_is_404(client: httpx.AsyncClient, op: str) -> None:
     assert stored["status"] == "running" and stored["errors"] == []
 
 
-# -------------------------------------------------- expired but not yet reaped (slow reaper)
+# ------------------------------------------------------------- expired but not yet reaped
 
 
 @pytest.fixture
-async def slow_reaper(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
-    """A service whose reaper runs once a second, the slowest the contract allows, so a
-    lease can be seen past its end but not yet processed."""
-    async with running_app(make_settings(database_url, reap_interval_s=1.0)) as application:
-        transport = httpx.ASGITransport(app=application)
-        async with httpx.AsyncClient(transport=transport, base_url="http://jobq", timeout=30) as c:
-            yield c
+async def reaped_by_hand(database_url: str) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """A service whose background reaper is stopped: the test runs each round itself
+    (``reap_once``), so a lease can be seen past its end but not yet processed."""
+    async with running_app(make_settings(database_url)) as application:
+        for task in asyncio.all_tasks():
+            if task.get_name() == "jobq-reaper":
+                task.cancel()
+        async with asgi(application) as c:
+            yield application, c
 
 
-async def _just_after_a_reap(c: httpx.AsyncClient) -> None:
-    """Return right after the reaper ran, so the next second is ours: a canary lease is
-    left to expire, and its processing marks the reaper's beat."""
-    canary = await enqueue(c, queue="canary")
-    await claim_one(c, ["canary"], lease_ms=100)
-    await wait_for(lambda: _status_is(c, canary["id"], "pending"), timeout_s=5, interval_s=0.01)
+async def _past_its_end(lease: dict[str, Any]) -> None:
+    # The one wait here is for the lease's own end: only time makes a lease expire.
+    await asyncio.sleep(max(0.0, (ts(lease["locked_until"]) - now()).total_seconds()) + 0.02)
 
 
-async def _in_the_late_window(c: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
+async def _in_the_late_window(c: httpx.AsyncClient, job_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """Claim ``job_id`` with a lease that is past its end by the time this returns, while
-    its expiry has not been processed yet."""
-    await _just_after_a_reap(c)
+    its expiry has not been processed; and, as a control, another such lease that nobody
+    finishes, which the next reaper round must process."""
     lease = await claim_one(c, lease_ms=100)
     assert lease["job"]["id"] == job_id
-    await asyncio.sleep(0.25)
-    return lease
+    await enqueue(c, queue="control")
+    control = await claim_one(c, ["control"], lease_ms=100)
+    await _past_its_end(control)
+    return lease, control
 
 
-async def test_late_ack_in_the_expiry_window_succeeds(slow_reaper: httpx.AsyncClient) -> None:
-    c = slow_reaper
+async def test_late_ack_in_the_expiry_window_succeeds(
+    reaped_by_hand: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, c = reaped_by_hand
     job = await enqueue(c)
-    lease = await _in_the_late_window(c, job["id"])
+    lease, control = await _in_the_late_window(c, job["id"])
     r = await heartbeat(c, lease["lease_id"])
     assert r.status_code == 409, r.text  # past locked_until: no longer extendable
     assert code(r) == "lease_lost"
     r = await ack(c, lease["lease_id"], result={"late": True})
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "completed" and r.json()["result"] == {"late": True}
-    # The reaper's next round leaves the completed job alone.
-    await asyncio.sleep(1.3)
+    # The reaper's next round takes only the control; it leaves the completed job alone.
+    assert await reap_once(app.state.ctx) == 1
+    assert (await get_job(c, control["job"]["id"]))["status"] == "pending"
     stored = await get_job(c, job["id"])
     assert stored["status"] == "completed" and stored["errors"] == []
 
 
-async def test_late_fail_in_the_expiry_window_succeeds(slow_reaper: httpx.AsyncClient) -> None:
-    c = slow_reaper
+async def test_late_fail_in_the_expiry_window_succeeds(
+    reaped_by_hand: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, c = reaped_by_hand
     job = await enqueue(c)
-    lease = await _in_the_late_window(c, job["id"])
+    lease, control = await _in_the_late_window(c, job["id"])
     r = await fail(c, lease["lease_id"], error="late failure", retry_in_ms=60_000)
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "failed"
-    await asyncio.sleep(1.3)
+    assert await reap_once(app.state.ctx) == 1
+    assert (await get_job(c, control["job"]["id"]))["status"] == "pending"
     stored = await get_job(c, job["id"])
     assert stored["status"] == "failed"
     assert [e["kind"] for e in stored["errors"]] == ["failed"]
 
 
-async def test_slow_reaper_still_processes_expiry_within_a_second(
-    slow_reaper: httpx.AsyncClient,
-) -> None:
-    c = slow_reaper
-    job = await enqueue(c)
-    lease = await claim_one(c, lease_ms=100)
-    until = ts(lease["locked_until"])
-    await wait_for(lambda: _status_is(c, job["id"], "pending"), timeout_s=5, interval_s=0.02)
-    assert now() - until < timedelta(seconds=1 + SLACK_S)
+async def test_slow_reaper_still_processes_expiry_within_a_second(database_url: str) -> None:
+    # The reaper at the slowest interval the settings allow; the bound is the contract's.
+    async with running_app(make_settings(database_url, reap_interval_s=1.0)) as application, \
+            asgi(application) as c:
+        job = await enqueue(c)
+        lease = await claim_one(c, lease_ms=100)
+        until = ts(lease["locked_until"])
+        await wait_for(lambda: _status_is(c, job["id"], "pending"), timeout_s=5, interval_s=0.02)
+        assert now() - until < timedelta(seconds=1 + SLACK_S)
 
 
 # ----------------------------------------------------------------------- ack

@@ -3,19 +3,27 @@
 per job, seven of them empty). The bell must never be dropped on the way: a rung long-poll
 whose worker has hung up passes it on.
 
-The first tests drive the in-process switchboard itself; the rest go through the API."""
+The first tests drive the in-process switchboard itself; the rest go through the API. They
+order events with the switchboard's own probe (``until_idle``: the long-polls looked, found
+nothing and sleep), not with sleeps; the wall-clock bounds that remain are the behaviour (a
+bell passed on arrives long before the 5 s safety re-check would)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import httpx
 import pytest
+import uvicorn
+from fastapi import FastAPI
 
-from jobq.store.notify import Waiter, Wakeups, parse_payload
-from tests.conftest import LiveServer
+from jobq.api.app import create_app
+from jobq.core.wakeups import GENERATIONS_KEPT, Waiter, Wakeups
+from jobq.store.db import Database
+from jobq.store.notify import parse_payload
+from tests.conftest import free_port, make_settings, running_app
 from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many
 
 # The safety re-check of an idle long-poll is 5 s; a bell that is passed on arrives well
@@ -25,12 +33,13 @@ PASSED_ON_S = 2.0
 
 @pytest.fixture
 def board() -> Wakeups:
-    return Wakeups("postgresql://unused")  # never started: only its local waiters are used
+    # Never started: only its local waiters are used, and what it would send stays in its outbox.
+    return Wakeups(Database("postgresql://unused", pool_size=1, timeout_s=1, retry_after_s=1))
 
 
 def waiters(board: Wakeups, queue: str, limits: list[int], stack: contextlib.ExitStack,
             filtered: bool = False) -> list[Waiter]:
-    return [stack.enter_context(board.subscribe([queue], limit, filtered)) for limit in limits]
+    return [stack.enter_context(board._subscribe([queue], limit, filtered)) for limit in limits]
 
 
 @pytest.fixture
@@ -93,9 +102,9 @@ def test_other_queues_waiters_are_not_rung(board: Wakeups, stack: contextlib.Exi
 
 
 def test_a_waiter_that_left_is_not_rung(board: Wakeups) -> None:
-    with board.subscribe(["q"], 1) as gone:
+    with board._subscribe(["q"], 1) as gone:
         pass
-    with board.subscribe(["q"], 1) as staying:
+    with board._subscribe(["q"], 1) as staying:
         board.publish({"q": 1})
         assert staying.rung and not gone.rung
     assert not board.has_waiters("q")
@@ -105,19 +114,19 @@ def test_jobs_our_idle_waiters_cover_are_not_announced(board: Wakeups, stack: co
     # Other processes hear only of what nobody here will claim: a NOTIFY is a round trip.
     waiters(board, "q", [1, 1], stack)
     board.publish({"q": 2})
-    assert board._outbox == {}
+    assert board.notifications.outbox == {}
     board.publish({"q": 3})  # both are rung already: these three go out
-    assert board._outbox == {"q": 3}
+    assert board.notifications.outbox == {"q": 3}
     waiters(board, "r", [10], stack)
     board.publish({"r": 25})
-    assert board._outbox == {"q": 3, "r": 15}
+    assert board.notifications.outbox == {"q": 3, "r": 15}
     waiters(board, "s", [10], stack)
     board.publish(["s"])  # a count we do not know always goes out
-    assert board._outbox["s"] is None
+    assert board.notifications.outbox["s"] is None
 
 
 def test_a_rung_waiter_remembers_its_queues(board: Wakeups, stack: contextlib.ExitStack) -> None:
-    (w,) = [stack.enter_context(board.subscribe(["a", "b", "c"], 1))]
+    (w,) = [stack.enter_context(board._subscribe(["a", "b", "c"], 1))]
     board.publish({"b": 1})
     assert w.rung_for == {"b": 1}
     board.publish({"c": 1})  # already rung: passed over
@@ -138,8 +147,6 @@ def test_a_rung_waiter_knows_how_many_jobs_it_was_counted_for(
 
 
 def test_generations_only_grow_and_stay_bounded(board: Wakeups) -> None:
-    from jobq.store.notify import GENERATIONS_KEPT
-
     board.publish({"first": 1})
     seen = board.generation("first")
     for i in range(GENERATIONS_KEPT + 5):
@@ -154,7 +161,7 @@ def test_counts_for_other_processes_add_up_until_sent(board: Wakeups) -> None:
     board.publish({"q": 3, "r": 1})
     board.publish(["s"])
     board.publish({"s": 4})
-    assert board._outbox == {"q": 5, "r": 1, "s": None}
+    assert board.notifications.outbox == {"q": 5, "r": 1, "s": None}
 
 
 @pytest.mark.parametrize(("payload", "parsed"), [
@@ -171,11 +178,60 @@ def test_notification_payloads(payload: str, parsed: tuple[str, int | None, str]
 # ------------------------------------------------------------------------- through the API
 
 
-async def test_a_batch_reaches_every_idle_worker(client: httpx.AsyncClient) -> None:
+def board_of(app: FastAPI) -> Wakeups:
+    return app.state.ctx.wakeups  # type: ignore[no-any-return]
+
+
+async def idle(board: Wakeups, queue: str, n: int) -> None:
+    """Until ``n`` long-polls on ``queue`` have looked, found nothing and sleep."""
+    async with asyncio.timeout(10):
+        await board.until_idle(queue, n)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    """Wait for a condition this process can see but is not told of (a socket closing)."""
+    async with asyncio.timeout(timeout_s):
+        while not condition():  # noqa: ASYNC110 - uvicorn offers no event to await for these
+            await asyncio.sleep(0.005)  # polls the condition: the order comes from it, not the clock
+
+
+class Served:
+    """The service on a real socket, in this process: a worker that hangs up is a closed
+    connection, as in production, and the test can still read the service's switchboard."""
+
+    def __init__(self, app: FastAPI, server: uvicorn.Server, url: str) -> None:
+        self.app, self.server, self.url = app, server, url
+
+    @property
+    def board(self) -> Wakeups:
+        return board_of(self.app)
+
+    @property
+    def connections(self) -> int:
+        return len(self.server.server_state.connections)
+
+
+@contextlib.asynccontextmanager
+async def served(database_url: str) -> AsyncIterator[Served]:
+    app = create_app(make_settings(database_url))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    try:
+        await until(lambda: server.started or task.done(), timeout_s=30)
+        if task.done():
+            task.result()  # raises why it did not start
+        yield Served(app, server, f"http://127.0.0.1:{port}")
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def test_a_batch_reaches_every_idle_worker(app: FastAPI, client: httpx.AsyncClient) -> None:
     # Six jobs at once, six idle workers taking one each: the bell rings for six.
     polls = [asyncio.create_task(claim(client, ["herd"], worker_id=f"w{i}", wait_ms=10_000))
              for i in range(6)]
-    await asyncio.sleep(0.3)
+    await idle(board_of(app), "herd", 6)
     await enqueue_many(client, [{"type": "t", "queue": "herd"}] * 6)
     clock = Stopwatch()
     got = await asyncio.wait_for(asyncio.gather(*polls), 12)
@@ -183,14 +239,15 @@ async def test_a_batch_reaches_every_idle_worker(client: httpx.AsyncClient) -> N
     assert clock.elapsed < PASSED_ON_S
 
 
-async def test_one_job_goes_to_one_waiter_and_the_rest_wait_on(client: httpx.AsyncClient) -> None:
+async def test_one_job_goes_to_one_waiter_and_the_rest_wait_on(app: FastAPI, client: httpx.AsyncClient) -> None:
+    board = board_of(app)
     polls = [asyncio.create_task(claim(client, ["one"], worker_id=f"w{i}", wait_ms=10_000))
              for i in range(4)]
-    await asyncio.sleep(0.3)
+    await idle(board, "one", 4)
     first = await enqueue(client, queue="one")
     done, waiting = await asyncio.wait(polls, timeout=PASSED_ON_S, return_when=asyncio.FIRST_COMPLETED)
     assert [[le["job"]["id"] for le in t.result()] for t in done] == [[first["id"]]]
-    await asyncio.sleep(0.3)
+    await idle(board, "one", 3)
     assert all(not t.done() for t in waiting), "the others go on waiting"
     second = await enqueue(client, queue="one")
     done, waiting = await asyncio.wait(waiting, timeout=PASSED_ON_S, return_when=asyncio.FIRST_COMPLETED)
@@ -201,37 +258,35 @@ async def test_one_job_goes_to_one_waiter_and_the_rest_wait_on(client: httpx.Asy
 
 
 async def test_a_hung_up_long_poll_passes_the_bell_on(database_url: str) -> None:
-    server = LiveServer(database_url)
-    server.start()
-    try:
-        async with httpx.AsyncClient(base_url=server.url, timeout=30) as quitter, \
-                httpx.AsyncClient(base_url=server.url, timeout=30) as stayer:
-            # The quitter waits longest, so the next job's bell rings it first.
-            dead = asyncio.create_task(claim(quitter, ["hang"], worker_id="quitter", wait_ms=20_000))
-            await asyncio.sleep(0.3)
-            alive = asyncio.create_task(claim(stayer, ["hang"], worker_id="stayer", wait_ms=20_000))
-            await asyncio.sleep(0.3)
-            dead.cancel()  # the worker hangs up; the server finds out when the bell rings it
-            await asyncio.gather(dead, return_exceptions=True)
-            await quitter.aclose()
-            await asyncio.sleep(0.2)
-            job = await enqueue(stayer, queue="hang")
-            clock = Stopwatch()
-            leases = await asyncio.wait_for(alive, 25)
-            assert [le["job"]["id"] for le in leases] == [job["id"]]
-            assert clock.elapsed < PASSED_ON_S, "the bell stopped at the hung-up long-poll"
-    finally:
-        server.stop()
+    async with served(database_url) as server, \
+            httpx.AsyncClient(base_url=server.url, timeout=30) as quitter, \
+            httpx.AsyncClient(base_url=server.url, timeout=30) as stayer:
+        # The quitter waits longest, so the next job's bell rings it first.
+        dead = asyncio.create_task(claim(quitter, ["hang"], worker_id="quitter", wait_ms=20_000))
+        await idle(server.board, "hang", 1)
+        alive = asyncio.create_task(claim(stayer, ["hang"], worker_id="stayer", wait_ms=20_000))
+        await idle(server.board, "hang", 2)
+        dead.cancel()  # the worker hangs up; the server finds out when the bell rings it
+        await asyncio.gather(dead, return_exceptions=True)
+        await quitter.aclose()
+        await until(lambda: server.connections == 1)  # the server saw the quitter's socket close
+        job = await enqueue(stayer, queue="hang")
+        clock = Stopwatch()
+        leases = await asyncio.wait_for(alive, 25)
+        assert [le["job"]["id"] for le in leases] == [job["id"]]
+        assert clock.elapsed < PASSED_ON_S, "the bell stopped at the hung-up long-poll"
 
 
-async def test_a_claim_filled_from_an_earlier_queue_passes_the_bell_on(client: httpx.AsyncClient) -> None:
+async def test_a_claim_filled_from_an_earlier_queue_passes_the_bell_on(
+        app: FastAPI, client: httpx.AsyncClient) -> None:
     # "a" waits on [first, second], "b" on [second]. One batch puts a job in "second" (its
     # bell rings "a", the longest waiting) and one in "first" ("a" is rung already). "a"
     # claims "first" before "second" and is full: the bell for "second" must go to "b".
+    board = board_of(app)
     a = asyncio.create_task(claim(client, ["first", "second"], worker_id="a", wait_ms=10_000))
-    await asyncio.sleep(0.3)
+    await idle(board, "second", 1)
     b = asyncio.create_task(claim(client, ["second"], worker_id="b", wait_ms=10_000))
-    await asyncio.sleep(0.3)
+    await idle(board, "second", 2)
     jobs = await enqueue_many(client, [{"type": "t", "queue": "second"}, {"type": "t", "queue": "first"}])
     clock = Stopwatch()
     got_a, got_b = await asyncio.wait_for(asyncio.gather(a, b), 12)
@@ -243,39 +298,37 @@ async def test_a_claim_filled_from_an_earlier_queue_passes_the_bell_on(client: h
 async def test_a_bell_no_local_waiter_answers_reaches_another_replica(database_url: str) -> None:
     """The enqueuing replica does not NOTIFY for jobs its own idle waiters cover; when the
     waiter it counted on has hung up, the bell it passes on must still reach the other one."""
-    here, there = LiveServer(database_url), LiveServer(database_url)
-    here.start()
-    there.start()
-    try:
-        async with httpx.AsyncClient(base_url=here.url, timeout=30) as quitter, \
-                httpx.AsyncClient(base_url=here.url, timeout=30) as producer, \
-                httpx.AsyncClient(base_url=there.url, timeout=30) as stayer:
-            dead = asyncio.create_task(claim(quitter, ["xh"], worker_id="quitter", wait_ms=20_000))
-            alive = asyncio.create_task(claim(stayer, ["xh"], worker_id="stayer", wait_ms=20_000))
-            await asyncio.sleep(0.5)
-            dead.cancel()
-            await asyncio.gather(dead, return_exceptions=True)
-            await quitter.aclose()
-            await asyncio.sleep(0.2)
-            job = await enqueue(producer, queue="xh")
-            clock = Stopwatch()
-            leases = await asyncio.wait_for(alive, 25)
-            assert [le["job"]["id"] for le in leases] == [job["id"]]
-            assert clock.elapsed < PASSED_ON_S, "the other replica's waiter was never told"
-    finally:
-        here.stop()
-        there.stop()
+    async with served(database_url) as here, \
+            running_app(make_settings(database_url)) as there, \
+            httpx.AsyncClient(base_url=here.url, timeout=30) as quitter, \
+            httpx.AsyncClient(base_url=here.url, timeout=30) as producer, \
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=there), base_url="http://there",
+                              timeout=30) as stayer:
+        await board_of(there).notifications.listening.wait()
+        dead = asyncio.create_task(claim(quitter, ["xh"], worker_id="quitter", wait_ms=20_000))
+        alive = asyncio.create_task(claim(stayer, ["xh"], worker_id="stayer", wait_ms=20_000))
+        await idle(here.board, "xh", 1)
+        await idle(board_of(there), "xh", 1)
+        dead.cancel()
+        await asyncio.gather(dead, return_exceptions=True)
+        await quitter.aclose()
+        await until(lambda: here.connections == 0)
+        job = await enqueue(producer, queue="xh")
+        clock = Stopwatch()
+        leases = await asyncio.wait_for(alive, 25)
+        assert [le["job"]["id"] for le in leases] == [job["id"]]
+        assert clock.elapsed < PASSED_ON_S, "the other replica's waiter was never told"
 
 
-async def test_a_delayed_job_reaches_a_waiter_its_bell_skipped(client: httpx.AsyncClient) -> None:
+async def test_a_delayed_job_reaches_a_waiter_its_bell_skipped(app: FastAPI, client: httpx.AsyncClient) -> None:
     # The enqueue's bell rings "short" (the longest waiting), whose wait ends before the job
     # is due; "long" looked before the job existed and sleeps towards its 5 s re-check. A
     # timer at the job's visible time rings "long" then.
-    assert await claim(client, ["later"]) == []  # the queue exists: both subscribe in order
+    board = board_of(app)
     short = asyncio.create_task(claim(client, ["later"], worker_id="short", wait_ms=700))
-    await asyncio.sleep(0.05)
+    await idle(board, "later", 1)
     long = asyncio.create_task(claim(client, ["later"], worker_id="long", wait_ms=15_000))
-    await asyncio.sleep(0.3)
+    await idle(board, "later", 2)
     job = await enqueue(client, queue="later", delay_ms=1500)
     clock = Stopwatch()
     assert await asyncio.wait_for(short, 5) == []

@@ -17,10 +17,10 @@ from jobq.api.routes import dead, health, jobs, leases, metrics, queues
 from jobq.core.context import Context
 from jobq.core.duties import run_duties
 from jobq.core.reaper import run_reaper
+from jobq.core.wakeups import Wakeups
 from jobq.settings import Settings
 from jobq.store.db import Database
 from jobq.store.leader import Leadership
-from jobq.store.notify import Wakeups
 
 log = logging.getLogger("jobq.api")
 
@@ -66,7 +66,7 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     url = database_url or settings.libpq_url
     db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
                   retry_after_s=settings.retry_after_s)
-    ctx = Context(db=db, wakeups=Wakeups(url))
+    ctx = Context(db=db, wakeups=Wakeups(db))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

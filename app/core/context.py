@@ -2,39 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
 
 from jobq.core.events import Events
+from jobq.core.wakeups import Wakeups
 from jobq.store.db import Database
-from jobq.store.notify import Wakeups
 from jobq.store.queries import Q
 
 CAPS_TTL_S = 1.0
-# How long an idle long-poll trusts a reading of when the next waiting job becomes visible,
-# while no bell has rung for its queues; and how many such readings are kept.
-NEXT_VISIBLE_TTL_S = 1.0
-NEXT_VISIBLE_KEEP = 10_000
-# Jobs delayed by at most this long get a timer that rings a bell when they become visible
-# (see Context.wake_when_visible); later ones are found by the waiters' periodic re-checks.
-DELAYED_WAKE_MAX_S = 6.0
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimSettings:
     max_running: int | None = None
     aging_ms: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NextVisible:
-    value: datetime | None
-    generations: tuple[int, ...]
-    read_at: float
 
 
 @dataclass
@@ -50,28 +32,8 @@ class Context:
     # not, and a change made on another replica applies within the TTL.
     claim_settings: dict[str, ClaimSettings] = field(default_factory=dict)
     _caps_read_at: dict[str, float] = field(default_factory=dict)
-    # Readings of QueueNextVisible by (queues, types): see core.leases.
-    next_visible: dict[tuple[tuple[str, ...], tuple[str, ...] | None], NextVisible] = field(default_factory=dict)
     # True while this process holds the background duties' lock (see duties.py).
     is_leader: bool = False
-
-    def wake_when_visible(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        """Ring a bell when delayed jobs become visible. The enqueue's bell reached only the
-        waiters counted for these jobs; if those leave before the jobs are due (their wait
-        ends, they take other work), the others would learn of them only at their next
-        re-check, up to SAFETY_RECHECK_S (5 s) late."""
-        now = datetime.now(UTC)
-        due: dict[str, tuple[datetime, int]] = {}
-        for row in rows:
-            at = row["visible_at"]
-            if at > now and (at - now).total_seconds() <= DELAYED_WAKE_MAX_S:
-                first, n = due.get(row["queue"], (at, 0))
-                due[row["queue"]] = (min(first, at), n + 1)
-        if not due:
-            return
-        loop = asyncio.get_running_loop()
-        for queue, (at, n) in due.items():
-            loop.call_later((at - now).total_seconds() + 0.001, self.wakeups.publish, {queue: n})
 
     async def ensure_queues(self, names: list[str]) -> None:
         missing = [n for n in dict.fromkeys(names) if n not in self.known_queues]

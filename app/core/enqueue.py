@@ -67,8 +67,7 @@ async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
     params = _params(job)
     row = await ctx.db.fetch_one(Q.JobInsert, params)
     if row is not None:
-        ctx.wakeups.publish({job.queue: 1})
-        ctx.wake_when_visible([row])
+        ctx.wakeups.jobs_added([(job.queue, row["visible_at"])])
         ctx.events.emit("enqueued", [row])
         return Enqueued(row, created=True)
     # Nothing inserted: the key is taken, or the queue is full.
@@ -113,7 +112,6 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
                     raise _full(q["name"], ctx)
     created = [r.job for r in results if r.created]
     if created:
-        ctx.wakeups.publish(Counter(job["queue"] for job in created))
-        ctx.wake_when_visible(created)
+        ctx.wakeups.jobs_added((job["queue"], job["visible_at"]) for job in created)
         ctx.events.emit("enqueued", created)
     return results

@@ -7,32 +7,19 @@ whether it was lost or never existed.
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobq.core.context import NEXT_VISIBLE_KEEP, NEXT_VISIBLE_TTL_S, ClaimSettings, Context, NextVisible
+from jobq.core.context import ClaimSettings, Context
 from jobq.domain.errors import LeaseLost, NotFound
 from jobq.domain.jobs import ClaimRequest, Failure, JobStatus
 from jobq.domain.leases import LeaseRef, parse_lease_id
 from jobq.domain.retry import JITTER
 from jobq.store.db import Row, dumps_json
-from jobq.store.notify import Waiter, add_counts
 from jobq.store.queries import Q
-
-# An idle long-poll re-checks the table at least this often, in case a NOTIFY was lost
-# (another process died between its commit and its NOTIFY). It is a safety net, not the
-# mechanism: wakeups come from NOTIFY and from the next delayed job's visible_at.
-SAFETY_RECHECK_S = 5.0
-# A job visible now that the claim did not get is behind a full running cap or held by a
-# concurrent claimer: neither rings the bell when it frees up, so look again soon (not at
-# once: that would spin for the whole wait).
-BLOCKED_RECHECK_S = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,36 +71,6 @@ async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
     return leases
 
 
-async def _next_visible(ctx: Context, req: ClaimRequest) -> datetime | None:
-    """When the next waiting job this long-poll could take becomes visible (None: no job).
-
-    Every idle re-poll of a busy worker used to ask the database (a query per job in a
-    one-job-per-call workload). A reading stands for NEXT_VISIBLE_TTL_S while no bell rings
-    for these queues and its time is still ahead: new jobs, retries, expiries and unpausing
-    all ring a bell here or, through NOTIFY, in the process that changed them."""
-    key = (tuple(req.queues), tuple(req.types) if req.types else None)
-    generations = tuple(ctx.wakeups.generation(q) for q in req.queues)
-    now = time.monotonic()
-    hit = ctx.next_visible.get(key)
-    if (hit is not None and hit.generations == generations and now - hit.read_at < NEXT_VISIBLE_TTL_S
-            and (hit.value is None or hit.value > datetime.now(hit.value.tzinfo))):
-        return hit.value
-    row = await ctx.db.fetch_one(Q.QueueNextVisible, {"queues": req.queues, "types": req.types})
-    value = row["next_visible_at"] if row else None
-    if len(ctx.next_visible) >= NEXT_VISIBLE_KEEP:  # keys come from clients: keep it bounded
-        ctx.next_visible.clear()
-    ctx.next_visible[key] = NextVisible(value, generations, now)
-    return value
-
-
-def _pass_on(ctx: Context, waiter: Waiter, owed: dict[str, int | None]) -> None:
-    """Hand the jobs of bells this claim will not answer to other waiters (here or, through
-    NOTIFY, in another process): as many as we were counted for (``None``: everyone)."""
-    if owed:
-        waiter.ring()  # marks it rung, so the bell goes to someone else
-        ctx.wakeups.publish(owed)
-
-
 async def _never() -> bool:
     return False
 
@@ -121,55 +78,15 @@ async def _never() -> bool:
 async def claim(
     ctx: Context, req: ClaimRequest, gone: Callable[[], Awaitable[bool]] = _never
 ) -> list[Lease]:
-    """Claim, long-polling up to ``wait_ms`` for at least one job.
+    """Claim, long-polling up to ``wait_ms`` for at least one job (see core.wakeups).
 
     ``gone`` tells whether the caller has hung up: a long-poll whose worker died must not
     go on to lease a job to nobody (it would sit out a whole lease and count as an expiry).
     """
     await ctx.ensure_queues(req.queues)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + req.wait_ms / 1000
-    # The bells that woke us (queue -> jobs counted on us), to be answered by the next claim.
-    woken_for: dict[str, int | None] = {}
-    while True:
-        # Subscribe before looking, so a job enqueued between the look and the wait still
-        # rings the bell.
-        with ctx.wakeups.subscribe(req.queues, req.limit, filtered=bool(req.types)) as waiter:
-            try:
-                leases = await claim_once(ctx, req)
-                remaining = deadline - loop.time()
-                if leases or remaining <= 0:
-                    # Bells that rang during this claim may be for jobs it did not see; a bell
-                    # that woke it is short of what it was counted for if the claim filled up
-                    # from a queue listed before.
-                    unanswered: dict[str, int | None] = {}
-                    if len(leases) == req.limit:
-                        taken = Counter(lease.job["queue"] for lease in leases)
-                        unanswered = {q: None if n is None else n - taken[q] for q, n in woken_for.items()}
-                        unanswered = {q: n for q, n in unanswered.items() if n is None or n > 0}
-                    _pass_on(ctx, waiter, _merged(waiter.rung_for, unanswered))
-                    return leases
-                sleep = min(remaining, SAFETY_RECHECK_S)
-                nxt = await _next_visible(ctx, req)
-                if nxt is not None:
-                    until = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
-                    sleep = min(sleep, until + 0.001 if until > 0 else BLOCKED_RECHECK_S)
-                await waiter.wait(sleep)
-                hung_up = await gone()
-                woken_for = dict(waiter.rung_for)  # after gone(): a bell may ring meanwhile
-                if hung_up:
-                    _pass_on(ctx, waiter, woken_for)  # nobody will claim what we were rung for
-                    return []
-            except BaseException:
-                _pass_on(ctx, waiter, _merged(woken_for, waiter.rung_for))
-                raise
-
-
-def _merged(a: dict[str, int | None], b: dict[str, int | None]) -> dict[str, int | None]:
-    out = dict(a)
-    for q, n in b.items():
-        out[q] = add_counts(out.get(q, 0), n)
-    return out
+    return await ctx.wakeups.wait_for_work(
+        req.queues, req.types, req.limit, req.wait_ms / 1000,
+        take=lambda: claim_once(ctx, req), queue_of=lambda lease: lease.job["queue"], gone=gone)
 
 
 def _ref(lease_id: str) -> LeaseRef:
@@ -274,6 +191,5 @@ async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
     ctx.events.emit("dead" if row["status"] == JobStatus.DEAD else "failed", [row])
     if row["status"] == JobStatus.FAILED:
         # Waiters re-read when the next job becomes visible; this one may be the next.
-        ctx.wakeups.publish({row["queue"]: 1})
-        ctx.wake_when_visible([row])
+        ctx.wakeups.jobs_added([(row["queue"], row["visible_at"])])
     return row
