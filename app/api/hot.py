@@ -93,7 +93,7 @@ class HotRoute:
     deps: tuple[_Dep, ...]
     # Earlier routes, not hot, that could answer the same method first: FastAPI takes the
     # first full match, so when one of them matches, the request goes FastAPI's way.
-    shadows: tuple[Any, ...]
+    shadows: tuple[Callable[[Scope], bool], ...]
 
 
 def hot_routes(routes: Sequence[BaseRoute]) -> tuple[HotRoute, ...]:
@@ -145,9 +145,19 @@ def _compile(rc: Any, earlier: list[Any]) -> HotRoute:
         body=dependant.body_params[0] if dependant.body_params else None,
         request_name=dependant.request_param_name,
         deps=tuple(_compile_dep(rc, d) for d in dependant.dependencies),
-        shadows=tuple(e for e in earlier if not is_hot(e)
+        shadows=tuple(_shadow(e) for e in earlier if not is_hot(e)
                       and (e.methods is None or methods & set(e.methods))),
     )
+
+
+def _shadow(rc: Any) -> Callable[[Scope], bool]:
+    """Whether the route answers a scope in full. A route with methods and a path regex is
+    a path match (the method was checked at build time); others answer for themselves."""
+    regex = getattr(rc, "path_regex", None)
+    if regex is not None and rc.methods is not None:
+        match = regex.match
+        return lambda scope: match(scope["path"]) is not None
+    return lambda scope: bool(rc.matches(scope)[0] is Match.FULL)
 
 
 def _check_no_extras(rc: Any, dependant: Dependant, what: str) -> None:
@@ -268,7 +278,7 @@ class HotPaths:
             return
         if (getattr(scope.get("app"), "dependency_overrides", None)
                 or (hr.body is not None and not _is_json(scope))
-                or any(_matches(e, scope) for e in hr.shadows)):
+                or any(shadowed(scope) for shadowed in hr.shadows)):
             await self.app(scope, receive, send)
             return
         path_params = {k: hr.convertors[k].convert(v) for k, v in match.groupdict().items()}
@@ -299,13 +309,6 @@ class HotPaths:
         except Exception as exc:
             response = await _handled(exc, request)
         await response(scope, receive, send)
-
-
-def _matches(route: Any, scope: Scope) -> bool:
-    regex = getattr(route, "path_regex", None)
-    if regex is not None and route.methods is not None:
-        return regex.match(scope["path"]) is not None
-    return bool(route.matches(scope)[0] is Match.FULL)
 
 
 async def _handled(exc: Exception, request: Request) -> Response:
