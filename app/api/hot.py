@@ -40,6 +40,7 @@ import orjson
 from fastapi import params
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -50,6 +51,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from jobq.domain.jsontext import orjson_would_round
 
 _MARK = "__jobq_hot__"
+# What the body's validation answers for a body the hot paths leave to FastAPI.
+_PASS = object()
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Response]])
 
 
@@ -69,14 +72,13 @@ class HotRouteError(TypeError):
 
 
 @dataclass(frozen=True)
-class _Dep:
-    """One dependency to call, compiled from FastAPI's Dependant."""
+class _Call:
+    """One dependency call of a request. Values live in a list, in call order: ``args``
+    names the earlier values this call takes, by index."""
 
     call: Callable[..., Awaitable[Any]]
-    name: str | None  # the endpoint's parameter it fills; None for ``dependencies=[...]``
     request_name: str | None
-    deps: tuple[_Dep, ...]
-    use_cache: bool
+    args: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,12 @@ class HotRoute:
     path_names: tuple[str, ...]  # those the endpoint takes
     endpoint: Callable[..., Awaitable[Response]]
     body: Any  # fastapi's ModelField of the body parameter, or None
+    validate: Callable[[Any], Any]  # the body field's validation: the value, or _PASS
     request_name: str | None
-    deps: tuple[_Dep, ...]
+    # The dependencies in FastAPI's order, sub-dependencies first, each cached one called
+    # once; and the endpoint's parameters they fill.
+    calls: tuple[_Call, ...]
+    dep_args: tuple[tuple[str, int], ...]
     # Earlier routes, not hot, that could answer the same method first: FastAPI takes the
     # first full match, so when one of them matches, the request goes FastAPI's way.
     shadows: tuple[Callable[[Scope], bool], ...]
@@ -134,6 +140,8 @@ def _compile(rc: Any, earlier: list[Any]) -> HotRoute:
         raise _refuse(rc, "its endpoint is not annotated to return a Response "
                       "(FastAPI would serialize anything else with the response model)")
     methods = frozenset(rc.methods)
+    calls, dep_args = _plan(rc, dependant)
+    body = dependant.body_params[0] if dependant.body_params else None
     return HotRoute(
         route=rc.original_route,
         path=rc.path,
@@ -142,12 +150,30 @@ def _compile(rc: Any, earlier: list[Any]) -> HotRoute:
         convertors=dict(rc.param_convertors),
         path_names=tuple(f.name for f in dependant.path_params),
         endpoint=rc.endpoint,
-        body=dependant.body_params[0] if dependant.body_params else None,
+        body=body,
+        validate=_validator(body) if body is not None else _no_body,
         request_name=dependant.request_param_name,
-        deps=tuple(_compile_dep(rc, d) for d in dependant.dependencies),
+        calls=calls,
+        dep_args=dep_args,
         shadows=tuple(_shadow(e) for e in earlier if not is_hot(e)
-                      and (e.methods is None or methods & set(e.methods))),
+                      and (e.methods is None or methods & set(e.methods))
+                      and not _disjoint(rc, e)),
     )
+
+
+def _disjoint(rc: Any, other: Any) -> bool:
+    """True when no path can match both routes' regexes. Conservative: False is "maybe"."""
+    theirs = getattr(other, "path_format", None)
+    if theirs is None or getattr(other, "path_regex", None) is None:
+        return False
+    ours: str = rc.path_format
+    if "{" not in theirs:
+        return rc.path_regex.match(theirs) is None
+    if "{" not in ours:
+        return other.path_regex.match(ours) is None
+    # Each matches only paths that start with the literal text before its first parameter.
+    a, b = ours.split("{", 1)[0], theirs.split("{", 1)[0]
+    return not (a.startswith(b) or b.startswith(a))
 
 
 def _shadow(rc: Any) -> Callable[[Scope], bool]:
@@ -168,20 +194,67 @@ def _check_no_extras(rc: Any, dependant: Dependant, what: str) -> None:
             raise _refuse(rc, f"{what} takes a {attr.removesuffix('_param_name')} parameter")
 
 
-def _compile_dep(rc: Any, dependant: Dependant) -> _Dep:
+def _plan(rc: Any, dependant: Dependant) -> tuple[tuple[_Call, ...], tuple[tuple[str, int], ...]]:
+    """The endpoint's dependencies as FastAPI solves them: depth first, a dependency's own
+    dependencies before it, and a cached one (``use_cache``, the default) called only the
+    first time its callable appears in the request."""
+    calls: list[_Call] = []
+    first: dict[Any, int] = {}
+
+    def visit(dep: Dependant) -> int:
+        _check_dependency(rc, dep)
+        args = [(sub.name, visit(sub)) for sub in dep.dependencies]
+        if dep.use_cache and dep.call in first:
+            return first[dep.call]
+        assert dep.call is not None
+        calls.append(_Call(dep.call, dep.request_param_name,
+                           tuple((n, i) for n, i in args if n is not None)))
+        first.setdefault(dep.call, len(calls) - 1)
+        return len(calls) - 1
+
+    top = [(dep.name, visit(dep)) for dep in dependant.dependencies]
+    # Unnamed: ``dependencies=[...]`` of a route or router, run for their effect only.
+    return tuple(calls), tuple((n, i) for n, i in top if n is not None)
+
+
+def _check_dependency(rc: Any, dependant: Dependant) -> None:
     name = getattr(dependant.call, "__name__", repr(dependant.call))
     what = f"its dependency {name}"
     if (dependant.path_params or dependant.query_params or dependant.header_params
             or dependant.cookie_params or dependant.body_params):
         raise _refuse(rc, f"{what} reads the request's parameters or body")
     _check_no_extras(rc, dependant, what)
-    call = dependant.call
-    if call is None or not _is_coroutine_callable(call):
+    if dependant.call is None or not _is_coroutine_callable(dependant.call):
         # A plain def runs in a thread pool, a generator around the response: not here.
         raise _refuse(rc, f"{what} is not an async function returning a value")
-    return _Dep(call=call, name=dependant.name, request_name=dependant.request_param_name,
-                deps=tuple(_compile_dep(rc, d) for d in dependant.dependencies),
-                use_cache=dependant.use_cache)
+
+
+def _validator(field: Any) -> Callable[[Any], Any]:
+    """FastAPI validates the body with a TypeAdapter of the parameter's annotation, its
+    metadata and its Field. For a JSON value and a parameter with no metadata that is the
+    annotation's own validation, cheaper called directly (a model's ``model_validate``)."""
+    info = field.field_info
+    validate: Callable[[Any], Any]
+    if info.metadata:
+        def validate(value: Any) -> Any:
+            valid, errors = field.validate(value, {}, loc=("body",))
+            return _PASS if errors else valid
+        return validate
+    if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+        validate = info.annotation.model_validate
+    else:
+        validate = TypeAdapter(info.annotation).validate_python
+
+    def validate_json(value: Any) -> Any:
+        try:
+            return validate(value)
+        except ValidationError:
+            return _PASS
+    return validate_json
+
+
+def _no_body(value: Any) -> Any:
+    return value
 
 
 def _is_coroutine_callable(call: Callable[..., Any]) -> bool:
@@ -190,24 +263,6 @@ def _is_coroutine_callable(call: Callable[..., Any]) -> bool:
     if inspect.isroutine(call):
         return inspect.iscoroutinefunction(call)
     return inspect.iscoroutinefunction(getattr(call, "__call__", None))  # noqa: B004
-
-
-async def _solve(deps: tuple[_Dep, ...], request: Request, kwargs: dict[str, Any],
-                 cache: dict[Any, Any]) -> None:
-    for dep in deps:
-        if dep.use_cache and dep.call in cache:
-            value = cache[dep.call]
-        else:
-            args: dict[str, Any] = {}
-            if dep.deps:
-                await _solve(dep.deps, request, args, cache)
-            if dep.request_name:
-                args[dep.request_name] = request
-            value = await dep.call(**args)
-            if dep.use_cache:
-                cache[dep.call] = value
-        if dep.name is not None:
-            kwargs[dep.name] = value
 
 
 def _is_json(scope: Scope) -> bool:
@@ -231,11 +286,7 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-# What ``_parse`` answers for a body the hot paths leave to FastAPI.
-_PASS = object()
-
-
-def _parse(field: Any, body: bytes) -> Any:
+def _parse(field: Any, validate: Callable[[Any], Any], body: bytes) -> Any:
     """The validated body, as FastAPI would hand it to the endpoint, or ``_PASS``."""
     if not body:
         # FastAPI: no body is the parameter's default, when it has one.
@@ -251,8 +302,7 @@ def _parse(field: Any, body: bytes) -> Any:
             value = orjson.loads(body)
         except orjson.JSONDecodeError:
             return _PASS
-    value, errors = field.validate(value, {}, loc=("body",))
-    return _PASS if errors else value
+    return validate(value)
 
 
 class HotPaths:
@@ -278,18 +328,23 @@ class HotPaths:
             return
         if (getattr(scope.get("app"), "dependency_overrides", None)
                 or (hr.body is not None and not _is_json(scope))
-                or any(shadowed(scope) for shadowed in hr.shadows)):
+                or (hr.shadows and any(shadowed(scope) for shadowed in hr.shadows))):
             await self.app(scope, receive, send)
             return
-        path_params = {k: hr.convertors[k].convert(v) for k, v in match.groupdict().items()}
-        kwargs: dict[str, Any] = {k: path_params[k] for k in hr.path_names}
+        path_params: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {}
+        if hr.convertors:
+            for name, value in match.groupdict().items():
+                path_params[name] = hr.convertors[name].convert(value)
+            for name in hr.path_names:
+                kwargs[name] = path_params[name]
         body = b""
         if hr.body is not None:
             read = await _read_body(receive)
             if read is None:
                 return
             body = read
-            parsed = _parse(hr.body, body)
+            parsed = _parse(hr.body, hr.validate, body)
             if parsed is _PASS:
                 await self.app(scope, _replay(body, receive), send)
                 return
@@ -303,8 +358,15 @@ class HotPaths:
         if hr.request_name:
             kwargs[hr.request_name] = request
         try:
-            if hr.deps:
-                await _solve(hr.deps, request, kwargs, {})
+            if hr.calls:
+                values: list[Any] = []
+                for c in hr.calls:
+                    args = {name: values[i] for name, i in c.args} if c.args else {}
+                    if c.request_name:
+                        args[c.request_name] = request
+                    values.append(await c.call(**args))
+                for name, i in hr.dep_args:
+                    kwargs[name] = values[i]
             response = await hr.endpoint(**kwargs)
         except Exception as exc:
             response = await _handled(exc, request)
