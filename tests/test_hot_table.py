@@ -17,7 +17,7 @@ import httpx
 import orjson
 import pytest
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
-from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 from starlette.responses import Response
 
@@ -25,7 +25,15 @@ import jobq.api.app as app_module
 from jobq.api import hot as hot_module
 from jobq.api import problems, render
 from jobq.api.app import create_app
-from jobq.api.hot import HotPaths, HotRouteError, hot, hot_routes, is_hot
+from jobq.api.hot import (
+    HotPaths,
+    HotRouteError,
+    hot,
+    hot_routes,
+    is_hot,
+    original_route,
+    resolved_routes,
+)
 from jobq.api.routes import leases
 from jobq.domain.errors import Forbidden
 from tests.conftest import make_settings
@@ -80,13 +88,13 @@ def _build(*routers: tuple[APIRouter, list[Any]], hot_paths: bool = True) -> Fas
 
 def test_the_hot_table_is_exactly_the_routes_marked_hot() -> None:
     app = create_app(make_settings(NO_DATABASE))
-    marked = [(rc.path, frozenset(rc.methods)) for rc in iter_route_contexts(app.router.routes)
-              if isinstance(rc.original_route, APIRoute) and is_hot(rc)]
+    marked = [(rc.path, frozenset(rc.methods)) for rc in resolved_routes(app.router.routes)
+              if isinstance(original_route(rc), APIRoute) and is_hot(rc)]
     table = _installed_table(app)
     assert [(h.path, h.methods) for h in table] == marked
     # Each entry is the route FastAPI routes to and documents, not a copy of its path.
-    assert all(h.route is rc.original_route and h.regex is rc.path_regex
-               for h, rc in zip(table, [rc for rc in iter_route_contexts(app.router.routes)
+    assert all(h.route is original_route(rc) and h.regex is rc.path_regex
+               for h, rc in zip(table, [rc for rc in resolved_routes(app.router.routes)
                                        if is_hot(rc)], strict=True))
     assert {h.route.name for h in table} == {
         "create_job", "create_jobs", "claim", "ack_many", "ack", "fail", "heartbeat"}
@@ -259,8 +267,8 @@ def test_a_hot_route_with_a_query_parameter_stops_the_build() -> None:
 def _routes(app: FastAPI) -> list[tuple[str, str, bool, bool]]:
     """(method, a concrete path, takes a body, hot) for every route of the app."""
     out = []
-    for rc in iter_route_contexts(app.router.routes):
-        if not isinstance(rc.original_route, APIRoute):
+    for rc in resolved_routes(app.router.routes):
+        if not isinstance(original_route(rc), APIRoute):
             continue
         path = re.sub(r"\{[^}]+\}", "x", rc.path)
         for method in sorted(rc.methods):

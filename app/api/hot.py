@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import orjson
 from fastapi import params
 from fastapi.dependencies.models import Dependant
-from fastapi.routing import APIRoute, iter_route_contexts
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -49,6 +49,14 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobq.domain.jsontext import orjson_would_round
+
+try:
+    # Recent FastAPI keeps an included router whole; this yields its routes as resolved
+    # (prefix, router dependencies), each with its ``original_route``.
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # pragma: no cover - older FastAPI copies included routes into the app
+    def iter_route_contexts(routes: Sequence[Any]) -> Any:
+        return iter(routes)
 
 _MARK = "__jobq_hot__"
 # What the body's validation answers for a body the hot paths leave to FastAPI.
@@ -83,7 +91,7 @@ class _Call:
 
 @dataclass(frozen=True)
 class HotRoute:
-    route: APIRoute  # the route as declared (its endpoint, its OpenAPI entry)
+    route: BaseRoute  # the APIRoute as declared (its endpoint, its OpenAPI entry)
     path: str
     methods: frozenset[str]
     regex: Any  # re.Pattern[str], the route's own
@@ -102,13 +110,24 @@ class HotRoute:
     shadows: tuple[Callable[[Scope], bool], ...]
 
 
+def resolved_routes(routes: Sequence[BaseRoute]) -> list[Any]:
+    """An app's routes in routing order, as FastAPI resolved them: each with its full path,
+    regex, methods, endpoint and dependant (router dependencies included)."""
+    return list(iter_route_contexts(routes))
+
+
+def original_route(rc: Any) -> BaseRoute:
+    route: BaseRoute = getattr(rc, "original_route", rc)
+    return route
+
+
 def hot_routes(routes: Sequence[BaseRoute]) -> tuple[HotRoute, ...]:
     """The hot table of an app: its routes marked ``@hot``, in routing order, compiled.
     Raises HotRouteError for a marked route whose needs this layer cannot honour."""
-    contexts = list(iter_route_contexts(routes))
+    contexts = resolved_routes(routes)
     table = []
     for i, rc in enumerate(contexts):
-        if isinstance(rc.original_route, APIRoute) and is_hot(rc):
+        if isinstance(original_route(rc), APIRoute) and is_hot(rc):
             table.append(_compile(rc, contexts[:i]))
     return tuple(table)
 
@@ -143,7 +162,7 @@ def _compile(rc: Any, earlier: list[Any]) -> HotRoute:
     calls, dep_args = _plan(rc, dependant)
     body = dependant.body_params[0] if dependant.body_params else None
     return HotRoute(
-        route=rc.original_route,
+        route=original_route(rc),
         path=rc.path,
         methods=methods,
         regex=rc.path_regex,
