@@ -25,6 +25,11 @@ earlier one; dependency overrides in force. Exceptions go through the app's own 
 handlers, so every error answer still comes from one table. ``tests/test_hot_paths.py``
 checks that both ways answer alike. Request-wide concerns (the body limit) are not here but
 outside, in ASGI middleware that every request passes whichever way it is answered.
+
+Why a table in front of FastAPI and not a route class (``APIRoute.get_route_handler``): a
+route class still pays for the middlewares, the route scan and FastAPI's request wrapper.
+Measured in process with the core stubbed out, FastAPI's way with a route handler that does
+nothing at all costs 50-70 us a request; the whole hot path, handler included, 35-50 us.
 """
 
 from __future__ import annotations
