@@ -104,7 +104,7 @@ class HotRoute:
     path_names: tuple[str, ...]  # those the endpoint takes
     endpoint: Callable[..., Awaitable[Response]]
     body: Any  # fastapi's ModelField of the body parameter, or None
-    validate: Callable[[Any], Any]  # the body field's validation: the value, or _PASS
+    validate: Callable[[Any], Any] | None  # the body's validation: the value, or _PASS
     request_name: str | None
     # The dependencies in FastAPI's order, sub-dependencies first, each cached one called
     # once; and the endpoint's parameters they fill.
@@ -175,7 +175,7 @@ def _compile(rc: Any, earlier: list[Any]) -> HotRoute:
         path_names=tuple(f.name for f in dependant.path_params),
         endpoint=rc.endpoint,
         body=body,
-        validate=_validator(body) if body is not None else _no_body,
+        validate=_validator(body) if body is not None else None,
         request_name=dependant.request_param_name,
         calls=calls,
         dep_args=dep_args,
@@ -258,12 +258,12 @@ def _validator(field: Any) -> Callable[[Any], Any]:
     metadata and its Field. For a JSON value and a parameter with no metadata that is the
     annotation's own validation, cheaper called directly (a model's ``model_validate``)."""
     info = field.field_info
-    validate: Callable[[Any], Any]
     if info.metadata:
-        def validate(value: Any) -> Any:
+        def validate_field(value: Any) -> Any:
             valid, errors = field.validate(value, {}, loc=("body",))
             return _PASS if errors else valid
-        return validate
+        return validate_field
+    validate: Callable[[Any], Any]
     if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
         validate = info.annotation.model_validate
     else:
@@ -275,10 +275,6 @@ def _validator(field: Any) -> Callable[[Any], Any]:
         except ValidationError:
             return _PASS
     return validate_json
-
-
-def _no_body(value: Any) -> Any:
-    return value
 
 
 def _is_coroutine_callable(call: Callable[..., Any]) -> bool:
@@ -310,8 +306,10 @@ async def _read_body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _parse(field: Any, validate: Callable[[Any], Any], body: bytes) -> Any:
+def _parse(hr: HotRoute, body: bytes) -> Any:
     """The validated body, as FastAPI would hand it to the endpoint, or ``_PASS``."""
+    field, validate = hr.body, hr.validate
+    assert validate is not None
     if not body:
         # FastAPI: no body is the parameter's default, when it has one.
         if field.field_info.is_required():
@@ -368,7 +366,7 @@ class HotPaths:
             if read is None:
                 return
             body = read
-            parsed = _parse(hr.body, hr.validate, body)
+            parsed = _parse(hr, body)
             if parsed is _PASS:
                 await self.app(scope, _replay(body, receive), send)
                 return
