@@ -55,13 +55,13 @@ def passed_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     paths: list[str] = []
     init = HotPaths.__init__
 
-    def spying_init(self: HotPaths, app: Any, ctx: Any) -> None:
+    def spying_init(self: HotPaths, app: Any, routes: Any) -> None:
         async def spy(scope: Any, receive: Any, send: Any) -> None:
             if scope["type"] == "http":
                 paths.append(scope["path"])
             await app(scope, receive, send)
 
-        init(self, spy, ctx)
+        init(self, spy, routes)
 
     monkeypatch.setattr(HotPaths, "__init__", spying_init)
     return paths

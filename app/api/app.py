@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from jobq.api import problems
-from jobq.api.hot import HotPaths
+from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
 from jobq.api.routes import dead, health, jobs, leases, metrics, queues
 from jobq.core.context import Context
@@ -62,7 +62,8 @@ def create_app(settings: Settings, database_url: str | None = None, *,
                hot_paths: bool = True) -> FastAPI:
     """The ASGI app. ``database_url`` (libpq form) overrides ``settings.database_url``, for
     callers that started an embedded server. ``hot_paths=False`` serves every request
-    through FastAPI's routing (``jobq.api.hot``), for tests that compare the two."""
+    through FastAPI's routing (``jobq.api.hot``), for tests that compare the two. Raises
+    ``HotRouteError`` for a route marked ``@hot`` that the hot paths cannot honour."""
     url = database_url or settings.libpq_url
     db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
                   retry_after_s=settings.retry_after_s)
@@ -100,8 +101,11 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     problems.install(app)
     for module in (jobs, leases, queues, dead, metrics, health):
         app.include_router(module.router)
+    # Built from the routes just included, and built either way, so that a route the hot
+    # paths cannot honour fails here, not on its first request.
+    hot = hot_routes(app.router.routes)
     if hot_paths:
-        app.add_middleware(HotPaths, ctx=ctx)
-    # Added last, so outermost: the limit holds for the hot paths too.
+        app.add_middleware(HotPaths, routes=hot)
+    # Added last, so outermost: every request passes the limit, whichever way it is answered.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app

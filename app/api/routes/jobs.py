@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from jobq.api import render
 from jobq.api.deps import context
+from jobq.api.hot import hot
 from jobq.api.schemas import (
     JobBatchCreate,
     JobBatchPublic,
@@ -35,6 +36,7 @@ _ENQUEUE_RESPONSES = {
 
 @router.post("", status_code=201, response_model=JobPublic, responses=_ENQUEUE_RESPONSES,
              summary="Enqueue one job")
+@hot
 async def create_job(body: JobCreate, ctx: Context = Depends(context)) -> Response:
     """Committed before the answer. `delay_ms` or `run_at` (not both) delay the job; a
     `run_at` in the past makes it visible at once. A queue at or above its `max_depth` of
@@ -51,6 +53,7 @@ async def create_job(body: JobCreate, ctx: Context = Depends(context)) -> Respon
 @router.post("/batch", status_code=201, response_model=JobBatchPublic,
              responses={429: {"description": "`queue_full`: a target queue would pass max_depth"}},
              summary="Enqueue up to 1000 jobs, all or nothing")
+@hot
 async def create_jobs(body: JobBatchCreate, ctx: Context = Depends(context)) -> Response:
     """One transaction. Jobs come back in request order; an idempotent replay comes back as
     the existing job, and two jobs of one batch with the same key in the same queue are one

@@ -7,6 +7,7 @@ from starlette.responses import Response
 
 from jobq.api import render
 from jobq.api.deps import context
+from jobq.api.hot import hot
 from jobq.api.schemas import (
     AckBody,
     AckManyBody,
@@ -29,6 +30,7 @@ _LOST = {409: {"description": "`lease_lost`: the lease is no longer held; nothin
 
 
 @router.post("", response_model=LeaseList, summary="Claim jobs")
+@hot
 async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(context)) -> Response:
     """Leases up to `limit` claimable jobs. Queues are tried in the order listed, as
     Faktory's fetch does: a later queue only fills what the earlier ones left. Within a
@@ -46,6 +48,7 @@ async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(contex
 
 
 @router.post("/ack", response_model=AckManyPublic, summary="Ack many leases")
+@hot
 async def ack_many(body: AckManyBody, ctx: Context = Depends(context)) -> Response:
     """Each lease is answered on its own, in request order: one lost lease does not fail
     the others."""
@@ -60,6 +63,7 @@ async def ack_many(body: AckManyBody, ctx: Context = Depends(context)) -> Respon
 
 @router.post("/{lease_id}/heartbeat", response_model=HeartbeatPublic, responses=_LOST,
              summary="Extend a lease")
+@hot
 async def heartbeat(lease_id: str, body: HeartbeatBody | None = Body(default=None),
                     ctx: Context = Depends(context)) -> Response:
     """`locked_until` becomes now + `extend_ms` (default: the lease's length). A lease past
@@ -70,6 +74,7 @@ async def heartbeat(lease_id: str, body: HeartbeatBody | None = Body(default=Non
 
 @router.post("/{lease_id}/ack", response_model=JobPublic, responses=_LOST,
              summary="Complete a job")
+@hot
 async def ack(lease_id: str, body: AckBody | None = Body(default=None),
               ctx: Context = Depends(context)) -> Response:
     """The job becomes `completed` with `result`. A lease past its end whose expiry the
@@ -80,6 +85,7 @@ async def ack(lease_id: str, body: AckBody | None = Body(default=None),
 
 @router.post("/{lease_id}/fail", response_model=JobPublic, responses=_LOST,
              summary="Report a failed attempt")
+@hot
 async def fail(lease_id: str, body: FailBody | None = Body(default=None),
                ctx: Context = Depends(context)) -> Response:
     """Retries after `min(backoff_base_ms × 2^(attempt−1), backoff_max_ms) × (1 + j)`, `j`
