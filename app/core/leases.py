@@ -8,7 +8,6 @@ whether it was lost or never existed.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -20,7 +19,7 @@ from jobq.core.context import NEXT_VISIBLE_KEEP, NEXT_VISIBLE_TTL_S, ClaimSettin
 from jobq.domain.errors import LeaseLost, NotFound
 from jobq.domain.jobs import ClaimRequest, Failure, JobStatus
 from jobq.domain.leases import LeaseRef, parse_lease_id
-from jobq.domain.retry import JITTER
+from jobq.domain.retry import backoff_ms
 from jobq.store.db import Row, dumps_json
 from jobq.store.notify import Waiter, add_counts
 from jobq.store.queries import Q
@@ -258,16 +257,18 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome
 
 async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
     ref = _ref(lease_id)
+    key = {"job_id": ref.job_id, "token": ref.token}
+    delay_ms = failure.retry_in_ms
+    if delay_ms is None and failure.retry:
+        # Read, then write on the same lease condition: attempt cannot change while the
+        # lease is held, so a lease lost in between makes LeaseFail change nothing.
+        inputs = await ctx.db.fetch_one(Q.LeaseBackoffInputs, key)
+        if inputs is None:
+            raise await _why_not(ctx, ref, lease_id)
+        delay_ms = backoff_ms(inputs["attempt"], inputs["backoff_base_ms"], inputs["backoff_max_ms"])
     row = await ctx.db.fetch_one(
         Q.LeaseFail,
-        {
-            "job_id": ref.job_id,
-            "token": ref.token,
-            "error": failure.error,
-            "retry": failure.retry,
-            "retry_in_ms": failure.retry_in_ms,
-            "jitter": JITTER * random.random(),
-        },
+        key | {"error": failure.error, "retry": failure.retry, "delay_ms": delay_ms or 0},
     )
     if row is None:
         raise await _why_not(ctx, ref, lease_id)
