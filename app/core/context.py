@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobq.core.events import Events
+from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store.db import Database
 from jobq.store.notify import Wakeups
 from jobq.store.queries import Q
@@ -79,7 +80,7 @@ class Context:
             return
         async with self.db.connection() as conn:
             for name in sorted(missing):
-                await conn.execute(Q.QueueEnsure, {"queue": name})
+                await conn.execute(Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": name})
         self.known_queues.update(missing)
 
     async def refresh_caps(self, names: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""Job statuses and the defaults a queue springs into existence with."""
+"""Jobs: statuses, what producers and workers ask for, and the limits of one request."""
 
 from __future__ import annotations
 
@@ -42,11 +42,6 @@ class ErrorKind(StrEnum):
 
 
 DEFAULT_QUEUE = "default"
-DEFAULT_LEASE_MS = 30_000
-DEFAULT_MAX_ATTEMPTS = 25
-DEFAULT_BACKOFF_BASE_MS = 1_000
-DEFAULT_BACKOFF_MAX_MS = 3_600_000
-DEFAULT_MAX_LEASE_EXPIRIES = 5
 
 MAX_BATCH = 1000
 MAX_WAIT_MS = 30_000

@@ -3,8 +3,13 @@
 -- Parameters are psycopg named placeholders. Every statement here runs on PostgreSQL 14+.
 
 -- name: QueueEnsure
--- Create a queue with default settings the first time it is used.
-INSERT INTO queues (name) VALUES (%(queue)s) ON CONFLICT (name) DO NOTHING;
+-- Create a queue with the default settings (jobq.domain.queues) the first time it is used.
+INSERT INTO queues (name, max_depth, paused, lease_ms, max_attempts, backoff_base_ms, backoff_max_ms,
+                    max_lease_expiries, aging_ms, max_running, retention_ms, dead_retention_ms)
+VALUES (%(queue)s, %(max_depth)s, %(paused)s, %(lease_ms)s, %(max_attempts)s, %(backoff_base_ms)s,
+        %(backoff_max_ms)s, %(max_lease_expiries)s, %(aging_ms)s, %(max_running)s, %(retention_ms)s,
+        %(dead_retention_ms)s)
+ON CONFLICT (name) DO NOTHING;
 
 -- name: JobInsert
 -- Enqueue one job unless its queue is at max_depth; an idempotency key already in the queue inserts nothing.
