@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from jobq.core import metrics
+from jobq.core import counters
 from jobq.core.context import Context
 from jobq.domain.errors import IdempotencyConflict, QueueFull
 from jobq.domain.jobs import NewJob
@@ -56,7 +56,7 @@ def _replay(existing: Row, job: NewJob) -> Enqueued:
 
 
 def _full(queue: str, ctx: Context) -> QueueFull:
-    metrics.rejected(queue)
+    counters.rejected(queue)
     return QueueFull(
         f"queue {queue!r} is at its max_depth of waiting jobs", ctx.db.retry_after_s
     )
