@@ -1,17 +1,21 @@
-"""The queue defaults have one definition, jobq.domain.queues: the migrated database, the
-table metadata and the queues the service creates all agree with it."""
+"""The domain's rules have one definition: the queue defaults (jobq.domain.queues), which the
+migrated database, the table metadata and the queues the service creates all agree with; and
+the Job and Lease that core builds from rows."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 import httpx
 import psycopg
 from psycopg import sql
 
+from jobq.domain.jobs import Job, JobStatus
+from jobq.domain.leases import Lease, LeaseRef, parse_lease_id
 from jobq.domain.queues import QUEUE_DEFAULTS, QUEUE_SETTINGS
-from jobq.store.tables import queues
+from jobq.store import records
+from jobq.store.tables import jobs, queues
 
 
 def evaluated(conn: psycopg.Connection[Any], default: str | None) -> Any:
@@ -49,3 +53,17 @@ async def test_a_queue_created_on_first_use_has_the_domain_defaults(client: http
     r = await client.get("/v1/queues/fresh")
     assert r.status_code == 200, r.text
     assert r.json()["settings"] == asdict(QUEUE_DEFAULTS)
+
+
+def test_a_job_row_becomes_a_job_with_every_field_set() -> None:
+    """store.records sets Job's slots one by one: a field added to Job and not to the builder
+    would be missing from every job the API answers with."""
+    row: dict[str, Any] = {c.name: f"value of {c.name}" for c in jobs.columns}
+    row["status"] = "running"
+    row["lease_token"] = 7
+    job = records.job(row)
+    assert job == Job(**{f.name: row[f.name] for f in fields(Job)} | {"status": JobStatus.RUNNING})
+    assert job.status is JobStatus.RUNNING
+    lease = records.lease(row)
+    assert lease == Lease(f"{row['id']}.7", row["locked_until"], job)
+    assert parse_lease_id(f"{12}.7") == LeaseRef(12, 7)

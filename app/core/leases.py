@@ -17,9 +17,10 @@ from typing import Any
 
 from jobq.core.context import NEXT_VISIBLE_KEEP, NEXT_VISIBLE_TTL_S, ClaimSettings, Context, NextVisible
 from jobq.domain.errors import LeaseLost, NotFound
-from jobq.domain.jobs import ClaimRequest, Failure, JobStatus
-from jobq.domain.leases import LeaseRef, parse_lease_id
+from jobq.domain.jobs import ClaimRequest, Failure, Job, JobStatus
+from jobq.domain.leases import Lease, LeaseRef, parse_lease_id
 from jobq.domain.retry import backoff_ms
+from jobq.store import records
 from jobq.store.db import Row, dumps_json
 from jobq.store.notify import Waiter, add_counts
 from jobq.store.queries import Q
@@ -32,17 +33,6 @@ SAFETY_RECHECK_S = 5.0
 # concurrent claimer: neither rings the bell when it frees up, so look again soon (not at
 # once: that would spin for the whole wait).
 BLOCKED_RECHECK_S = 0.1
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    lease_id: str
-    locked_until: datetime
-    job: Row
-
-
-def _lease_of(row: Row) -> Lease:
-    return Lease(str(LeaseRef(row["id"], row["lease_token"])), row["locked_until"], row)
 
 
 async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) -> list[Row]:
@@ -71,16 +61,15 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) 
 async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
     """One pass over the queues in the order given (Faktory's strict order)."""
     await ctx.refresh_caps(req.queues)
-    leases: list[Lease] = []
+    claimed: list[Row] = []
     for queue in req.queues:
-        room = req.limit - len(leases)
+        room = req.limit - len(claimed)
         if room <= 0:
             break
-        rows = await _claim_queue(ctx, req, queue, room)
-        leases.extend(_lease_of(r) for r in rows)
-    if leases:
-        ctx.events.emit("claimed", (lease.job for lease in leases))
-    return leases
+        claimed.extend(await _claim_queue(ctx, req, queue, room))
+    if claimed:
+        ctx.events.emit("claimed", claimed)
+    return [records.lease(r) for r in claimed]
 
 
 async def _next_visible(ctx: Context, req: ClaimRequest) -> datetime | None:
@@ -143,7 +132,7 @@ async def claim(
                     # from a queue listed before.
                     unanswered: dict[str, int | None] = {}
                     if len(leases) == req.limit:
-                        taken = Counter(lease.job["queue"] for lease in leases)
+                        taken = Counter(lease.job.queue for lease in leases)
                         unanswered = {q: None if n is None else n - taken[q] for q, n in woken_for.items()}
                         unanswered = {q: n for q, n in unanswered.items() if n is None or n > 0}
                     _pass_on(ctx, waiter, _merged(waiter.rung_for, unanswered))
@@ -196,7 +185,7 @@ async def heartbeat(ctx: Context, lease_id: str, extend_ms: int | None) -> datet
     return row["locked_until"]
 
 
-async def ack(ctx: Context, lease_id: str, result: Any) -> Row:
+async def ack(ctx: Context, lease_id: str, result: Any) -> Job:
     ref = _ref(lease_id)
     row = await ctx.db.fetch_one(
         Q.LeaseAck,
@@ -209,7 +198,7 @@ async def ack(ctx: Context, lease_id: str, result: Any) -> Row:
     if row is None:
         raise await _why_not(ctx, ref, lease_id)
     ctx.events.emit("completed", [row])
-    return row
+    return records.job(row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +244,7 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome
     return outcomes
 
 
-async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
+async def fail(ctx: Context, lease_id: str, failure: Failure) -> Job:
     ref = _ref(lease_id)
     key = {"job_id": ref.job_id, "token": ref.token}
     delay_ms = failure.retry_in_ms
@@ -277,4 +266,4 @@ async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
         # Waiters re-read when the next job becomes visible; this one may be the next.
         ctx.wakeups.publish({row["queue"]: 1})
         ctx.wake_when_visible([row])
-    return row
+    return records.job(row)

@@ -50,6 +50,30 @@ DEFAULT_LIST_LIMIT = 100
 
 
 @dataclass(frozen=True, slots=True)
+class Job:
+    """A job as core hands it to the API: what a job's JSON shows, nothing else."""
+
+    id: int
+    queue: str
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    idempotency_key: str | None
+    created_at: datetime
+    visible_at: datetime
+    locked_until: datetime | None
+    worker_id: str | None
+    completed_at: datetime | None
+    last_error: str | None
+    errors: list[dict[str, Any]]
+    """One entry per failed attempt or lease expiry: attempt, at, error, kind (ErrorKind)."""
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
 class NewJob:
     """A job as a producer asks for it, validated by the API."""
 
