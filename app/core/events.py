@@ -20,7 +20,7 @@ def _duration_ms(event: str, row: Mapping[str, Any]) -> int | None:
     if event == "claimed":
         start, end = row.get("visible_at"), row.get("claimed_at")
     elif event in ("completed", "failed", "dead"):
-        start, end = row.get("claimed_at"), row.get("completed_at") or row.get("updated_at")
+        start, end = row.get("claimed_at"), row.get("completed_at")
     else:
         return None
     if start is None or end is None:

@@ -25,22 +25,6 @@ class JobStatus(StrEnum):
     """Cancelled by an operator. Final unless retried."""
 
 
-WAITING_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.FAILED})
-FINISHED_STATUSES: frozenset[JobStatus] = frozenset(
-    {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED}
-)
-RETRYABLE_STATUSES: frozenset[JobStatus] = frozenset(
-    {JobStatus.DEAD, JobStatus.CANCELLED, JobStatus.FAILED}
-)
-
-
-class ErrorKind(StrEnum):
-    """Why an entry was added to a job's ``errors`` history."""
-
-    FAILED = "failed"
-    LEASE_EXPIRED = "lease_expired"
-
-
 DEFAULT_QUEUE = "default"
 
 MAX_BATCH = 1000
@@ -69,7 +53,7 @@ class Job:
     completed_at: datetime | None
     last_error: str | None
     errors: list[dict[str, Any]]
-    """One entry per failed attempt or lease expiry: attempt, at, error, kind (ErrorKind)."""
+    """One entry per failed attempt or lease expiry: attempt, at, error, kind."""
     result: Any
 
 

@@ -15,7 +15,7 @@ from jobq.domain.jobs import Job
 _SEP = "."
 
 
-def lease_id(job_id: int, token: int) -> str:
+def format_lease_id(job_id: int, token: int) -> str:
     return f"{job_id}{_SEP}{token}"
 
 
@@ -23,9 +23,6 @@ def lease_id(job_id: int, token: int) -> str:
 class LeaseRef:
     job_id: int
     token: int
-
-    def __str__(self) -> str:
-        return lease_id(self.job_id, self.token)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobq.domain.jobs import Job, JobStatus
-from jobq.domain.leases import Lease, lease_id
+from jobq.domain.leases import Lease, format_lease_id
 from jobq.store.db import Row
 
 _new = object.__new__
@@ -72,7 +72,7 @@ def job(row: Row) -> Job:
 def lease(row: Row) -> Lease:
     """The Lease of a row a claim returned."""
     le = _new(Lease)
-    _lease_id(le, lease_id(row["id"], row["lease_token"]))
+    _lease_id(le, format_lease_id(row["id"], row["lease_token"]))
     _lease_locked_until(le, row["locked_until"])
     _lease_job(le, job(row))
     return le
