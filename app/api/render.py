@@ -1,4 +1,4 @@
-"""Rows to JSON bytes. orjson on the hot path; the standard library for what orjson refuses
+"""Domain objects to JSON bytes. orjson on the hot path; the standard library for what orjson refuses
 (integers wider than 64 bits, which PostgreSQL's jsonb keeps)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from jobq.store.db import Row
+from jobq.domain.jobs import Job
 
 _OPTS = orjson.OPT_UTC_Z
 
@@ -33,23 +33,23 @@ def json_response(value: Any, status: int = 200, headers: dict[str, str] | None 
                     headers=headers)
 
 
-def job(row: Row) -> dict[str, Any]:
+def job(j: Job) -> dict[str, Any]:
     return {
-        "id": str(row["id"]),
-        "queue": row["queue"],
-        "type": row["type"],
-        "payload": row["payload"],
-        "priority": row["priority"],
-        "status": row["status"],
-        "attempt": row["attempt"],
-        "max_attempts": row["max_attempts"],
-        "idempotency_key": row["idempotency_key"],
-        "created_at": row["created_at"],
-        "visible_at": row["visible_at"],
-        "locked_until": row["locked_until"],
-        "worker_id": row["worker_id"],
-        "completed_at": row["completed_at"],
-        "last_error": row["last_error"],
-        "errors": row["errors"],
-        "result": row["result"],
+        "id": str(j.id),
+        "queue": j.queue,
+        "type": j.type,
+        "payload": j.payload,
+        "priority": j.priority,
+        "status": j.status,
+        "attempt": j.attempt,
+        "max_attempts": j.max_attempts,
+        "idempotency_key": j.idempotency_key,
+        "created_at": j.created_at,
+        "visible_at": j.visible_at,
+        "locked_until": j.locked_until,
+        "worker_id": j.worker_id,
+        "completed_at": j.completed_at,
+        "last_error": j.last_error,
+        "errors": j.errors,
+        "result": j.result,
     }

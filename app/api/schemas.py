@@ -17,10 +17,11 @@ from pydantic import (
 )
 
 from jobq.domain import jobs as d
+from jobq.domain.queues import DAY_MS
+from jobq.domain.queues import QUEUE_DEFAULTS as DEFAULTS
 
 MAX_INT32 = 2**31 - 1
 TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000
-DAY_MS = 24 * 3600 * 1000
 
 QueueName = Annotated[
     str,
@@ -192,6 +193,10 @@ class FailBody(Strict):
     retry_in_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
 
 
+def _days(ms: int) -> str:
+    return f"{ms / DAY_MS:g} days"
+
+
 class QueueSettings(BaseModel):
     max_depth: int | None
     paused: bool
@@ -203,9 +208,9 @@ class QueueSettings(BaseModel):
     aging_ms: int | None
     max_running: int | None
     retention_ms: int = Field(description="completed and cancelled jobs are deleted this long "
-                                          "after they finished (default 7 days)")
+                                          f"after they finished (default {_days(DEFAULTS.retention_ms)})")
     dead_retention_ms: int = Field(description="dead jobs are deleted this long after they "
-                                               "died (default 30 days)")
+                                               f"died (default {_days(DEFAULTS.dead_retention_ms)})")
 
 
 class QueueSettingsPatch(Strict):

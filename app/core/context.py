@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from jobq.core.events import Events
 from jobq.core.wakeups import Wakeups
+from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store.db import Database
 from jobq.store.queries import Q
 
@@ -41,7 +42,7 @@ class Context:
             return
         async with self.db.connection() as conn:
             for name in sorted(missing):
-                await conn.execute(Q.QueueEnsure, {"queue": name})
+                await conn.execute(Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": name})
         self.known_queues.update(missing)
 
     async def refresh_caps(self, names: list[str]) -> None:

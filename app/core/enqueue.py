@@ -6,17 +6,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from jobq.core import metrics
+from jobq.core import counters
 from jobq.core.context import Context
 from jobq.domain.errors import IdempotencyConflict, QueueFull
-from jobq.domain.jobs import NewJob
+from jobq.domain.jobs import Job, NewJob
+from jobq.store import records
 from jobq.store.db import Row, dumps_json
 from jobq.store.queries import Q
 
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
-    job: Row
+    job: Job
     created: bool  # False: an idempotent replay, the existing job
 
 
@@ -52,11 +53,11 @@ def _replay(existing: Row, job: NewJob) -> Enqueued:
             f"idempotency key {job.idempotency_key!r} in queue {job.queue!r} already names "
             f"job {existing['id']} with a different type or payload"
         )
-    return Enqueued(existing, created=False)
+    return Enqueued(records.job(existing), created=False)
 
 
 def _full(queue: str, ctx: Context) -> QueueFull:
-    metrics.rejected(queue)
+    counters.rejected(queue)
     return QueueFull(
         f"queue {queue!r} is at its max_depth of waiting jobs", ctx.db.retry_after_s
     )
@@ -69,7 +70,7 @@ async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
     if row is not None:
         ctx.wakeups.jobs_added([(job.queue, row["visible_at"])])
         ctx.events.emit("enqueued", [row])
-        return Enqueued(row, created=True)
+        return Enqueued(records.job(row), created=True)
     # Nothing inserted: the key is taken, or the queue is full.
     if job.idempotency_key is not None:
         key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
@@ -88,10 +89,11 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
         cur = await conn.execute(Q.JobInsertMany, {"jobs": payload})
         rows = await cur.fetchall()
         results: list[Enqueued] = []
+        created: list[Row] = []
         for job, row in zip(jobs, rows, strict=True):
             if row["id"] is not None:
-                row.pop("_ord", None)
-                results.append(Enqueued(row, created=True))
+                created.append(row)
+                results.append(Enqueued(records.job(row), created=True))
                 continue
             # A replay: the key names a job committed before, or one earlier in this batch.
             key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
@@ -104,13 +106,12 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
         # the insert knows which jobs are new: replays (of committed jobs, or of a key earlier
         # in this batch) enqueue nothing and cannot take a queue past its limit. The counters
         # already include this transaction's rows; a raise here rolls all of them back.
-        added = Counter(r.job["queue"] for r in results if r.created)
+        added = Counter(r["queue"] for r in created)
         if added:
             cur = await conn.execute(Q.QueueDepths, {"queues": list(added)})
             for q in await cur.fetchall():
                 if q["max_depth"] is not None and q["depth"] > q["max_depth"]:
                     raise _full(q["name"], ctx)
-    created = [r.job for r in results if r.created]
     if created:
         ctx.wakeups.jobs_added((job["queue"], job["visible_at"]) for job in created)
         ctx.events.emit("enqueued", created)

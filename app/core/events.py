@@ -1,5 +1,5 @@
 """Lifecycle events of jobs: one hook the core calls after a change has committed, feeding
-metrics and one structured log line per job and event (one record per batch: jobq.logs)."""
+the counters and one structured log line per job and event (one record per batch: jobq.logs)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
+
+from jobq.core import counters
 
 log = logging.getLogger("jobq.events")
 
@@ -18,7 +20,7 @@ def _duration_ms(event: str, row: Mapping[str, Any]) -> int | None:
     if event == "claimed":
         start, end = row.get("visible_at"), row.get("claimed_at")
     elif event in ("completed", "failed", "dead"):
-        start, end = row.get("claimed_at"), row.get("completed_at") or row.get("updated_at")
+        start, end = row.get("claimed_at"), row.get("completed_at")
     else:
         return None
     if start is None or end is None:
@@ -28,10 +30,8 @@ def _duration_ms(event: str, row: Mapping[str, Any]) -> int | None:
 
 class Events:
     def emit(self, event: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        from jobq.core import metrics  # late: metrics imports the context, which imports us
-
         batch = list(rows)
-        metrics.observe(event, batch)
+        counters.observe(event, batch)
         if not batch or not log.isEnabledFor(logging.INFO):
             return
         # One record for the whole batch; the formatters write a line per job (jobq.logs).

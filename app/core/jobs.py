@@ -6,8 +6,9 @@ import base64
 
 from jobq.core.context import Context
 from jobq.domain.errors import InvalidInput, InvalidState, NotFound
+from jobq.domain.jobs import Job
 from jobq.domain.leases import parse_job_id
-from jobq.store import listing
+from jobq.store import listing, records
 from jobq.store.db import Row
 from jobq.store.queries import Q
 
@@ -19,11 +20,11 @@ def _id(job_id: str) -> int:
     return value
 
 
-async def get(ctx: Context, job_id: str) -> Row:
+async def get(ctx: Context, job_id: str) -> Job:
     row = await ctx.db.fetch_one(Q.JobGet, {"job_id": _id(job_id)})
     if row is None:
         raise NotFound(f"job {job_id!r} does not exist")
-    return row
+    return records.job(row)
 
 
 async def _conditional(ctx: Context, sql: str, job_id: str, verb: str) -> Row:
@@ -31,20 +32,20 @@ async def _conditional(ctx: Context, sql: str, job_id: str, verb: str) -> Row:
     if row is not None:
         return row
     current = await get(ctx, job_id)  # raises NotFound
-    raise InvalidState(f"job {job_id} is {current['status']}: it cannot be {verb}")
+    raise InvalidState(f"job {job_id} is {current.status}: it cannot be {verb}")
 
 
-async def cancel(ctx: Context, job_id: str) -> Row:
+async def cancel(ctx: Context, job_id: str) -> Job:
     row = await _conditional(ctx, Q.JobCancel, job_id, "cancelled")
     ctx.events.emit("cancelled", [row])
-    return row
+    return records.job(row)
 
 
-async def retry(ctx: Context, job_id: str) -> Row:
+async def retry(ctx: Context, job_id: str) -> Job:
     row = await _conditional(ctx, Q.JobRetry, job_id, "retried")
     ctx.events.emit("retried", [row])
     ctx.wakeups.publish({row["queue"]: 1})
-    return row
+    return records.job(row)
 
 
 async def list_jobs(
@@ -55,16 +56,16 @@ async def list_jobs(
     type_: str | None,
     limit: int,
     cursor: str | None,
-) -> tuple[list[Row], str | None]:
+) -> tuple[list[Job], str | None]:
     """A page of jobs, newest first, and the cursor of the next page (None on the last)."""
     before = decode_cursor(cursor) if cursor else None
     sql, params = listing.jobs_page(queue=queue, status=status, type_=type_, before_id=before,
                                     limit=limit)
-    rows = await ctx.db.fetch(sql, params)
-    if len(rows) <= limit:
-        return rows, None
-    rows = rows[:limit]
-    return rows, encode_cursor(rows[-1]["id"])
+    jobs = [records.job(r) for r in await ctx.db.fetch(sql, params)]
+    if len(jobs) <= limit:
+        return jobs, None
+    jobs = jobs[:limit]
+    return jobs, encode_cursor(jobs[-1].id)
 
 
 def encode_cursor(last_id: int) -> str:

@@ -7,7 +7,6 @@ whether it was lost or never existed.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,22 +14,12 @@ from typing import Any
 
 from jobq.core.context import ClaimSettings, Context
 from jobq.domain.errors import LeaseLost, NotFound
-from jobq.domain.jobs import ClaimRequest, Failure, JobStatus
-from jobq.domain.leases import LeaseRef, parse_lease_id
-from jobq.domain.retry import JITTER
+from jobq.domain.jobs import ClaimRequest, Failure, Job, JobStatus
+from jobq.domain.leases import Lease, LeaseRef, parse_lease_id
+from jobq.domain.retry import backoff_ms
+from jobq.store import records
 from jobq.store.db import Row, dumps_json
 from jobq.store.queries import Q
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    lease_id: str
-    locked_until: datetime
-    job: Row
-
-
-def _lease_of(row: Row) -> Lease:
-    return Lease(str(LeaseRef(row["id"], row["lease_token"])), row["locked_until"], row)
 
 
 async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) -> list[Row]:
@@ -59,16 +48,15 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) 
 async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
     """One pass over the queues in the order given (Faktory's strict order)."""
     await ctx.refresh_caps(req.queues)
-    leases: list[Lease] = []
+    claimed: list[Row] = []
     for queue in req.queues:
-        room = req.limit - len(leases)
+        room = req.limit - len(claimed)
         if room <= 0:
             break
-        rows = await _claim_queue(ctx, req, queue, room)
-        leases.extend(_lease_of(r) for r in rows)
-    if leases:
-        ctx.events.emit("claimed", (lease.job for lease in leases))
-    return leases
+        claimed.extend(await _claim_queue(ctx, req, queue, room))
+    if claimed:
+        ctx.events.emit("claimed", claimed)
+    return [records.lease(r) for r in claimed]
 
 
 async def _never() -> bool:
@@ -86,7 +74,7 @@ async def claim(
     await ctx.ensure_queues(req.queues)
     return await ctx.wakeups.wait_for_work(
         req.queues, req.types, req.limit, req.wait_ms / 1000,
-        take=lambda: claim_once(ctx, req), queue_of=lambda lease: lease.job["queue"], gone=gone)
+        take=lambda: claim_once(ctx, req), queue_of=lambda lease: lease.job.queue, gone=gone)
 
 
 def _ref(lease_id: str) -> LeaseRef:
@@ -114,7 +102,7 @@ async def heartbeat(ctx: Context, lease_id: str, extend_ms: int | None) -> datet
     return row["locked_until"]
 
 
-async def ack(ctx: Context, lease_id: str, result: Any) -> Row:
+async def ack(ctx: Context, lease_id: str, result: Any) -> Job:
     ref = _ref(lease_id)
     row = await ctx.db.fetch_one(
         Q.LeaseAck,
@@ -127,7 +115,7 @@ async def ack(ctx: Context, lease_id: str, result: Any) -> Row:
     if row is None:
         raise await _why_not(ctx, ref, lease_id)
     ctx.events.emit("completed", [row])
-    return row
+    return records.job(row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,18 +161,20 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome
     return outcomes
 
 
-async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
+async def fail(ctx: Context, lease_id: str, failure: Failure) -> Job:
     ref = _ref(lease_id)
+    key = {"job_id": ref.job_id, "token": ref.token}
+    delay_ms = failure.retry_in_ms
+    if delay_ms is None and failure.retry:
+        # Read, then write on the same lease condition: attempt cannot change while the
+        # lease is held, so a lease lost in between makes LeaseFail change nothing.
+        inputs = await ctx.db.fetch_one(Q.LeaseBackoffInputs, key)
+        if inputs is None:
+            raise await _why_not(ctx, ref, lease_id)
+        delay_ms = backoff_ms(inputs["attempt"], inputs["backoff_base_ms"], inputs["backoff_max_ms"])
     row = await ctx.db.fetch_one(
         Q.LeaseFail,
-        {
-            "job_id": ref.job_id,
-            "token": ref.token,
-            "error": failure.error,
-            "retry": failure.retry,
-            "retry_in_ms": failure.retry_in_ms,
-            "jitter": JITTER * random.random(),
-        },
+        key | {"error": failure.error, "retry": failure.retry, "delay_ms": delay_ms or 0},
     )
     if row is None:
         raise await _why_not(ctx, ref, lease_id)
@@ -192,4 +182,4 @@ async def fail(ctx: Context, lease_id: str, failure: Failure) -> Row:
     if row["status"] == JobStatus.FAILED:
         # Waiters re-read when the next job becomes visible; this one may be the next.
         ctx.wakeups.jobs_added([(row["queue"], row["visible_at"])])
-    return row
+    return records.job(row)

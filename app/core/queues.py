@@ -8,23 +8,10 @@ from typing import Any
 from jobq.core.context import Context
 from jobq.domain.errors import NotFound
 from jobq.domain.jobs import JobStatus
+from jobq.domain.queues import QUEUE_SETTINGS
 from jobq.store import queue_settings as settings_store
 from jobq.store.db import Row
 from jobq.store.queries import Q
-
-SETTINGS = (
-    "max_depth",
-    "paused",
-    "lease_ms",
-    "max_attempts",
-    "backoff_base_ms",
-    "backoff_max_ms",
-    "max_lease_expiries",
-    "aging_ms",
-    "max_running",
-    "retention_ms",
-    "dead_retention_ms",
-)
 
 
 def _entry(q: Row, counts: list[Row], oldest_ms: int | None) -> dict[str, Any]:
@@ -36,7 +23,7 @@ def _entry(q: Row, counts: list[Row], oldest_ms: int | None) -> dict[str, Any]:
             waiting_by_type[c["type"]] += c["n"]
     return {
         "name": q["name"],
-        "settings": {k: q[k] for k in SETTINGS},
+        "settings": {k: q[k] for k in QUEUE_SETTINGS},
         "counts": by_status,
         "waiting_by_type": dict(waiting_by_type),
         "oldest_waiting_ms": oldest_ms,
@@ -72,7 +59,7 @@ async def get_queue(ctx: Context, name: str) -> dict[str, Any]:
 async def update_queue(ctx: Context, name: str, changes: dict[str, Any]) -> dict[str, Any]:
     """Change some settings; a queue that does not exist yet is created, as on first use."""
     await ctx.ensure_queues([name])
-    unknown = set(changes) - set(SETTINGS)
+    unknown = set(changes) - set(QUEUE_SETTINGS)
     if unknown:  # the API's schema already refuses these; this guards the SQL below
         raise ValueError(f"unknown settings {sorted(unknown)}")
     if changes:

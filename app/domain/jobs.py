@@ -1,4 +1,4 @@
-"""Job statuses and the defaults a queue springs into existence with."""
+"""Jobs: statuses, what producers and workers ask for, and the limits of one request."""
 
 from __future__ import annotations
 
@@ -25,33 +25,36 @@ class JobStatus(StrEnum):
     """Cancelled by an operator. Final unless retried."""
 
 
-WAITING_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.PENDING, JobStatus.FAILED})
-FINISHED_STATUSES: frozenset[JobStatus] = frozenset(
-    {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED}
-)
-RETRYABLE_STATUSES: frozenset[JobStatus] = frozenset(
-    {JobStatus.DEAD, JobStatus.CANCELLED, JobStatus.FAILED}
-)
-
-
-class ErrorKind(StrEnum):
-    """Why an entry was added to a job's ``errors`` history."""
-
-    FAILED = "failed"
-    LEASE_EXPIRED = "lease_expired"
-
-
 DEFAULT_QUEUE = "default"
-DEFAULT_LEASE_MS = 30_000
-DEFAULT_MAX_ATTEMPTS = 25
-DEFAULT_BACKOFF_BASE_MS = 1_000
-DEFAULT_BACKOFF_MAX_MS = 3_600_000
-DEFAULT_MAX_LEASE_EXPIRIES = 5
 
 MAX_BATCH = 1000
 MAX_WAIT_MS = 30_000
 MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as core hands it to the API: what a job's JSON shows, nothing else."""
+
+    id: int
+    queue: str
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    idempotency_key: str | None
+    created_at: datetime
+    visible_at: datetime
+    locked_until: datetime | None
+    worker_id: str | None
+    completed_at: datetime | None
+    last_error: str | None
+    errors: list[dict[str, Any]]
+    """One entry per failed attempt or lease expiry: attempt, at, error, kind."""
+    result: Any
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,15 @@ issued twice, also after an operator's retry resets ``attempt``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+
+from jobq.domain.jobs import Job
 
 _SEP = "."
+
+
+def format_lease_id(job_id: int, token: int) -> str:
+    return f"{job_id}{_SEP}{token}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,8 +24,14 @@ class LeaseRef:
     job_id: int
     token: int
 
-    def __str__(self) -> str:
-        return f"{self.job_id}{_SEP}{self.token}"
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claim handed to a worker: the lease id it shows to heartbeat, ack or fail, and the job."""
+
+    lease_id: str
+    locked_until: datetime
+    job: Job
 
 
 def parse_lease_id(lease_id: str) -> LeaseRef | None:

@@ -1,6 +1,7 @@
 """The retry policy: a pure function of the attempt and the queue's settings.
 
-``random`` is injected so tests can pin the jitter.
+This is the only definition of the backoff: ``core.leases.fail`` computes the delay here and
+hands it to ``LeaseFail`` as a parameter. ``random`` is injected so tests can pin the jitter.
 """
 
 from __future__ import annotations
@@ -24,6 +25,6 @@ def backoff_ms(
     """
     exponent = max(attempt - 1, 0)
     # Cap the exponent before shifting: 2**25 × 1 h would be a huge int for nothing.
-    raw = base_ms * (1 << min(exponent, 62)) if exponent < 62 else max_ms
+    raw = base_ms * (1 << exponent) if exponent < 62 else max_ms
     capped = min(raw, max_ms)
     return int(capped * (1 + JITTER * rand()))

@@ -3,8 +3,13 @@
 -- Parameters are psycopg named placeholders. Every statement here runs on PostgreSQL 14+.
 
 -- name: QueueEnsure
--- Create a queue with default settings the first time it is used.
-INSERT INTO queues (name) VALUES (%(queue)s) ON CONFLICT (name) DO NOTHING;
+-- Create a queue with the default settings (jobq.domain.queues) the first time it is used.
+INSERT INTO queues (name, max_depth, paused, lease_ms, max_attempts, backoff_base_ms, backoff_max_ms,
+                    max_lease_expiries, aging_ms, max_running, retention_ms, dead_retention_ms)
+VALUES (%(queue)s, %(max_depth)s, %(paused)s, %(lease_ms)s, %(max_attempts)s, %(backoff_base_ms)s,
+        %(backoff_max_ms)s, %(max_lease_expiries)s, %(aging_ms)s, %(max_running)s, %(retention_ms)s,
+        %(dead_retention_ms)s)
+ON CONFLICT (name) DO NOTHING;
 
 -- name: JobInsert
 -- Enqueue one job unless its queue is at max_depth; an idempotency key already in the queue inserts nothing.
@@ -182,16 +187,18 @@ UPDATE jobs j
    AND j.id = ANY (ARRAY(SELECT (e->>'job_id')::bigint FROM jsonb_array_elements(%(acks)s::jsonb) AS e))
 RETURNING j.id, j.lease_token, j.queue, j.type, j.worker_id, j.attempt, j.claimed_at, j.completed_at;
 
+-- name: LeaseBackoffInputs
+-- What the retry policy (jobq.domain.retry) needs to schedule the retry of a held lease's job.
+SELECT j.attempt, q.backoff_base_ms, q.backoff_max_ms
+  FROM jobs j JOIN queues q ON q.name = j.queue
+ WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running';
+
 -- name: LeaseFail
--- Record a failed attempt of a held lease: retry after the backoff (or retry_in_ms), or dead when out of attempts or not retryable.
+-- Record a failed attempt of a held lease: retry after %(delay_ms)s, or dead when out of attempts or not retryable.
 WITH cur AS (
     SELECT j.id, q.aging_ms,
            (NOT %(retry)s OR j.attempt >= j.max_attempts) AS dead,
-           now() + make_interval(secs => coalesce(
-               %(retry_in_ms)s::double precision,
-               least(q.backoff_base_ms * power(2::double precision, least(j.attempt - 1, 62)), q.backoff_max_ms)
-                   * (1 + %(jitter)s::double precision)
-           ) / 1000.0) AS retry_at
+           now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0) AS retry_at
       FROM jobs j JOIN queues q ON q.name = j.queue
      WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running'
 )

@@ -1,7 +1,8 @@
 """The tables, as SQLAlchemy Core metadata: Alembic's target and the source of ad-hoc queries.
 
 The migrations in ``alembic/versions`` create exactly this schema (plus the counters' triggers,
-which SQLAlchemy does not model); ``tests/test_schema.py`` checks that the two agree.
+which SQLAlchemy does not model). The queue settings' defaults come from ``jobq.domain.queues``;
+``tests/test_domain_rules.py`` checks that the migrated columns and these agree with it.
 """
 
 from __future__ import annotations
@@ -23,8 +24,18 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.elements import TextClause
+
+from jobq.domain.queues import QUEUE_DEFAULTS
 
 metadata = MetaData()
+
+
+def _default(setting: str) -> TextClause:
+    """A queue setting's column default, written from the domain's defaults."""
+    value = getattr(QUEUE_DEFAULTS, setting)
+    return text(str(value).lower() if isinstance(value, bool) else str(int(value)))
+
 
 STATUSES_SQL = "('pending', 'running', 'failed', 'completed', 'dead', 'cancelled')"
 
@@ -33,17 +44,17 @@ queues = Table(
     metadata,
     Column("name", Text, primary_key=True),
     Column("max_depth", BigInteger, nullable=True),
-    Column("paused", Boolean, nullable=False, server_default=text("false")),
-    Column("lease_ms", BigInteger, nullable=False, server_default=text("30000")),
-    Column("max_attempts", Integer, nullable=False, server_default=text("25")),
-    Column("backoff_base_ms", BigInteger, nullable=False, server_default=text("1000")),
-    Column("backoff_max_ms", BigInteger, nullable=False, server_default=text("3600000")),
-    Column("max_lease_expiries", Integer, nullable=False, server_default=text("5")),
+    Column("paused", Boolean, nullable=False, server_default=_default("paused")),
+    Column("lease_ms", BigInteger, nullable=False, server_default=_default("lease_ms")),
+    Column("max_attempts", Integer, nullable=False, server_default=_default("max_attempts")),
+    Column("backoff_base_ms", BigInteger, nullable=False, server_default=_default("backoff_base_ms")),
+    Column("backoff_max_ms", BigInteger, nullable=False, server_default=_default("backoff_max_ms")),
+    Column("max_lease_expiries", Integer, nullable=False, server_default=_default("max_lease_expiries")),
     Column("aging_ms", BigInteger, nullable=True),
     Column("max_running", Integer, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
-    Column("retention_ms", BigInteger, nullable=False, server_default=text("604800000")),
-    Column("dead_retention_ms", BigInteger, nullable=False, server_default=text("2592000000")),
+    Column("retention_ms", BigInteger, nullable=False, server_default=_default("retention_ms")),
+    Column("dead_retention_ms", BigInteger, nullable=False, server_default=_default("dead_retention_ms")),
 )
 
 jobs = Table(

@@ -47,7 +47,7 @@ async def create_job(body: JobCreate, ctx: Context = Depends(context)) -> Respon
     job = render.job(out.job)
     if not out.created:
         return render.json_response(job, 200)
-    return render.json_response(job, 201, {"Location": f"/v1/jobs/{job['id']}"})
+    return render.json_response(job, 201, {"Location": f"/v1/jobs/{out.job.id}"})
 
 
 @router.post("/batch", status_code=201, response_model=JobBatchPublic,
@@ -73,9 +73,9 @@ async def list_jobs(
 ) -> Response:
     """Keyset-paginated: pass `next_cursor` as `cursor` for the next page; it is null on the
     last page. Jobs enqueued after the first page was read do not shift later pages."""
-    rows, next_cursor = await core_jobs.list_jobs(
+    jobs, next_cursor = await core_jobs.list_jobs(
         ctx, queue=queue, status=status, type_=type, limit=limit, cursor=cursor)
-    return render.json_response({"jobs": [render.job(r) for r in rows], "next_cursor": next_cursor})
+    return render.json_response({"jobs": [render.job(j) for j in jobs], "next_cursor": next_cursor})
 
 
 @router.get("/{job_id}", response_model=JobPublic, summary="Read a job")

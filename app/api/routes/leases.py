@@ -79,8 +79,8 @@ async def ack(lease_id: str, body: AckBody | None = Body(default=None),
               ctx: Context = Depends(context)) -> Response:
     """The job becomes `completed` with `result`. A lease past its end whose expiry the
     service has not processed yet (at most 1 s) is still held, so a late ack succeeds."""
-    row = await core.ack(ctx, lease_id, body.result if body else None)
-    return render.json_response(render.job(row))
+    job = await core.ack(ctx, lease_id, body.result if body else None)
+    return render.json_response(render.job(job))
 
 
 @router.post("/{lease_id}/fail", response_model=JobPublic, responses=_LOST,
@@ -91,5 +91,5 @@ async def fail(lease_id: str, body: FailBody | None = Body(default=None),
     """Retries after `min(backoff_base_ms × 2^(attempt−1), backoff_max_ms) × (1 + j)`, `j`
     in [0, 0.1), or after `retry_in_ms`; `retry: false` or no attempts left: `dead`."""
     body = body or FailBody()
-    row = await core.fail(ctx, lease_id, Failure(body.error, body.retry, body.retry_in_ms))
-    return render.json_response(render.job(row))
+    job = await core.fail(ctx, lease_id, Failure(body.error, body.retry, body.retry_in_ms))
+    return render.json_response(render.job(job))

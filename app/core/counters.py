@@ -1,0 +1,56 @@
+"""The in-process Prometheus counters and histograms that job events feed.
+
+They live in the process (prometheus-client's multiprocess mode joins uvicorn workers;
+Prometheus sums replicas). Reading them out, with the database's gauges, is ``core.metrics``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prometheus_client import Counter, Histogram
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+                   60, 300, 900, 3600)
+
+JOBS = Counter("jobq_jobs_total", "Job lifecycle events, by queue and event",
+               ["queue", "event"])
+REJECTED = Counter("jobq_enqueue_rejected_total", "Enqueues refused with 429 queue_full",
+                   ["queue"])
+RUN_SECONDS = Histogram("jobq_job_run_seconds", "Run time of completed jobs: claim to ack",
+                        ["queue"], buckets=LATENCY_BUCKETS)
+PICKUP_SECONDS = Histogram("jobq_job_pickup_seconds",
+                           "Pickup latency: visible_at to claim", ["queue"],
+                           buckets=LATENCY_BUCKETS)
+
+
+def observe(event: str, rows: Sequence[Mapping[str, Any]]) -> None:
+    # One labels() lookup per queue, not per row: it takes a lock and builds a key each time.
+    histogram, start_key, end_key = _TIMED.get(event, (None, "", ""))
+    counts: dict[str, int] = {}
+    timers: dict[str, Any] = {}
+    for row in rows:
+        q = row.get("queue") or "?"
+        counts[q] = counts.get(q, 0) + 1
+        if histogram is None:
+            continue
+        start, end = row.get(start_key), row.get(end_key)
+        if start and end:
+            timer = timers.get(q)
+            if timer is None:
+                timer = timers[q] = histogram.labels(q)
+            timer.observe(max((end - start).total_seconds(), 0.0))
+    for q, n in counts.items():
+        JOBS.labels(q, event).inc(n)
+
+
+# event -> (histogram, the row's start and end times)
+_TIMED: dict[str, tuple[Histogram, str, str]] = {
+    "claimed": (PICKUP_SECONDS, "visible_at", "claimed_at"),
+    "completed": (RUN_SECONDS, "claimed_at", "completed_at"),
+}
+
+
+def rejected(queue: str) -> None:
+    REJECTED.labels(queue).inc()
