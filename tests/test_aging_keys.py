@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
+from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store import queue_settings
 from jobq.store.db import Database
 from jobq.store.queries import Q
@@ -33,7 +34,7 @@ async def db(database_url: str) -> AsyncIterator[Database]:
 
 async def test_a_job_enqueued_while_aging_is_switched_on_is_claimed_by_the_aging_claim(
         db: Database, database_url: str) -> None:
-    await db.fetch(Q.QueueEnsure, {"queue": QUEUE})
+    await db.fetch(Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": QUEUE})
     async with await psycopg.AsyncConnection.connect(database_url) as late:
         # An enqueue that read aging_ms (still NULL) before the change, and commits after the
         # change has re-keyed the queue: its job has no aging key.
@@ -55,7 +56,7 @@ async def test_a_job_enqueued_while_aging_is_switched_on_is_claimed_by_the_aging
 
 
 async def test_switching_aging_on_does_not_wait_when_no_one_writes_jobs(db: Database) -> None:
-    await db.fetch(Q.QueueEnsure, {"queue": QUEUE})
+    await db.fetch(Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": QUEUE})
     await db.fetch(Q.JobInsert, _insert_params())
     await asyncio.wait_for(queue_settings.update(db, QUEUE, {"aging_ms": 1000}), 10)
     claimed = await db.fetch(Q.JobClaimAged, {"queue": QUEUE, "types": None, "limit": 10,

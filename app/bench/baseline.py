@@ -20,6 +20,7 @@ from psycopg.rows import dict_row
 from jobq.bench.config import JOB_TYPE, LEASE_MS, BenchError, shares
 from jobq.bench.cpu import CpuMeter
 from jobq.bench.phases import Phase, Tally, timed_sync
+from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store.db import dumps_json
 from jobq.store.queries import Q
 
@@ -72,7 +73,7 @@ class RawSql:
             conns = [stack.enter_context(psycopg.connect(
                 self.url, autocommit=True, row_factory=dict_row, application_name="jobq-bench-raw",
                 options="-c TimeZone=UTC")) for _ in range(n)]
-            conns[0].execute(Q.QueueEnsure, {"queue": queue})
+            conns[0].execute(Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": queue})
             yield conns
 
     def _claim_and_ack(self, conn: Any, queue: str, tally: Tally, deadline: float) -> None:
