@@ -19,7 +19,6 @@ import orjson
 import pytest
 
 from jobq.api.app import create_app
-from jobq.api.hot import HotPaths
 from tests import pg
 from tests.conftest import make_settings
 
@@ -46,25 +45,6 @@ class Side:
     async def send(self, path: str, body: bytes | None, content_type: str | None) -> httpx.Response:
         headers = {"content-type": content_type} if content_type else {}
         return await self.client.post(path, content=body, headers=headers)
-
-
-@pytest.fixture
-def passed_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths of the requests the hot paths handed on to FastAPI, so that a test can tell
-    which way answered (both ways answering alike proves nothing if only one ran)."""
-    paths: list[str] = []
-    init = HotPaths.__init__
-
-    def spying_init(self: HotPaths, app: Any, routes: Any) -> None:
-        async def spy(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http":
-                paths.append(scope["path"])
-            await app(scope, receive, send)
-
-        init(self, spy, routes)
-
-    monkeypatch.setattr(HotPaths, "__init__", spying_init)
-    return paths
 
 
 @pytest.fixture

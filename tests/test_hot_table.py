@@ -42,24 +42,6 @@ JSON = {"content-type": "application/json"}
 NO_DATABASE = "postgresql://nobody@127.0.0.1:1/none"  # the pool opens in the lifespan only
 
 
-@pytest.fixture
-def passed_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths the hot paths handed on to FastAPI (so a test can tell which way answered)."""
-    paths: list[str] = []
-    init = HotPaths.__init__
-
-    def spying_init(self: HotPaths, app: Any, routes: Any) -> None:
-        async def spy(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http":
-                paths.append(scope["path"])
-            await app(scope, receive, send)
-
-        init(self, spy, routes)
-
-    monkeypatch.setattr(HotPaths, "__init__", spying_init)
-    return paths
-
-
 def _client(app: FastAPI) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jobq")
 
