@@ -7,16 +7,18 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from jobq.api import problems
+from jobq.api.access import Authenticate, caller, check_rules
 from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
-from jobq.api.routes import dead, health, jobs, leases, metrics, queues
+from jobq.api.routes import dead, health, jobs, leases, metrics, queues, tokens
 from jobq.core.context import Context
 from jobq.core.duties import run_duties
 from jobq.core.reaper import run_reaper
+from jobq.core.tokens import TokenTable
 from jobq.core.wakeups import Wakeups
 from jobq.settings import Settings
 from jobq.store.db import Database
@@ -40,6 +42,7 @@ Where the contract is silent: queues named in one claim are tried in the order g
 
 
 SHUTDOWN_STEP_S = 3.0
+FIRST_TOKENS_READ_S = 2.0
 
 
 async def _bounded(step: Awaitable[object], what: str) -> None:
@@ -68,13 +71,20 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
                   retry_after_s=settings.retry_after_s)
     ctx = Context(db=db, wakeups=Wakeups(db))
+    token_table = TokenTable(db, settings.admin_token)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await db.open(wait=False)
         await ctx.wakeups.start()
+        # Read the tokens once before serving, so that the first requests are not answered
+        # 503 while they load; a database that is away is not waited for (the task retries).
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(FIRST_TOKENS_READ_S):
+                await token_table.refresh()
         leadership = Leadership(url)
         tasks = [
+            asyncio.create_task(token_table.run(), name="jobq-tokens"),
             asyncio.create_task(run_reaper(ctx, settings.reap_interval_s), name="jobq-reaper"),
             asyncio.create_task(run_duties(ctx, leadership), name="jobq-duties"),
         ]
@@ -98,14 +108,20 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     )
     app.state.ctx = ctx
     app.state.settings = settings
+    app.state.tokens = token_table
     problems.install(app)
-    for module in (jobs, leases, queues, dead, metrics, health):
-        app.include_router(module.router)
+    for module in (jobs, leases, queues, dead, metrics, tokens):
+        app.include_router(module.router, dependencies=[Depends(caller)])
+    app.include_router(health.router)
+    public_paths = check_rules(app.router.routes)
     # Built from the routes just included, and built either way, so that a route the hot
     # paths cannot honour fails here, not on its first request.
     hot = hot_routes(app.router.routes)
     if hot_paths:
         app.add_middleware(HotPaths, routes=hot)
-    # Added last, so outermost: every request passes the limit, whichever way it is answered.
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # Added last, so outermost: every request is authenticated before anything else, its
+    # body limit included, whichever way it is answered.
+    app.add_middleware(Authenticate, tokens=token_table, public_paths=public_paths,
+                       retry_after_s=settings.retry_after_s)
     return app

@@ -73,6 +73,8 @@ def from_error(exc: e.JobqError) -> Response:
     headers: dict[str, str] | None = None
     if isinstance(exc, (e.QueueFull, e.Unavailable)):
         headers = {"Retry-After": str(exc.retry_after_s)}
+    if isinstance(exc, e.Unauthorized):
+        headers = {"WWW-Authenticate": 'Bearer realm="jobq"'}
     if isinstance(exc, e.InvalidInput):
         return problem(status, code, title, exc.detail,
                        errors=[{"loc": _loc(exc.loc or ["body"]), "msg": exc.detail}])

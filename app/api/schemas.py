@@ -264,3 +264,42 @@ class Replayed(BaseModel):
 
 class Purged(BaseModel):
     purged: int
+
+
+def _queue_pattern(value: str) -> str:
+    from jobq.domain.access import QueuePattern
+
+    return QueuePattern(value).text
+
+
+QueuePatternText = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=1000),
+    AfterValidator(_queue_pattern),
+    Field(description="shell-style globs on the queue name, comma-separated: `*` any run of "
+          "characters, `?` one, `[a-z]` and `[!a-z]` one of a set; `*` is every queue",
+          examples=["tenant-a.*"]),
+]
+
+
+class TokenCreate(Strict):
+    role: Literal["producer", "worker", "admin"]
+    queues: QueuePatternText = "*"
+    name: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00]*$")] | None = None
+
+
+class TokenPublic(BaseModel):
+    id: str
+    name: str | None
+    role: Literal["producer", "worker", "admin"]
+    queues: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenPublic):
+    token: str = Field(description="the secret: shown this once, stored only as a hash")
+
+
+class TokenList(BaseModel):
+    tokens: list[TokenPublic]

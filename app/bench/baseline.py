@@ -84,8 +84,8 @@ class RawSql:
             if not rows:
                 time.sleep(0.001)  # the rest is held by the other threads' claims
                 continue
-            acks = [{"job_id": r["id"], "token": r["lease_token"], "result": None} for r in rows]
-            conn.execute(Q.LeaseAckMany, {"acks": dumps_json(acks)})
+            acks = [{"job_id": r["id"], "token": r["lease_token"], "result": None, "scope": None} for r in rows]
+            conn.execute(Q.LeaseAckMany, {"acks": dumps_json(acks), "scope": None})
             tally.add(len(rows))
 
     def batch_ceiling(self, jobs: int, connections: int, queue: str) -> tuple[Phase, Phase]:
@@ -135,7 +135,8 @@ class RawSql:
                             left -= 1
                         rows = conn.execute(Q.JobClaim, claim).fetchall()
                         for r in rows:
-                            conn.execute(Q.LeaseAck, {"job_id": r["id"], "token": r["lease_token"], "result": None})
+                            conn.execute(Q.LeaseAck, {"job_id": r["id"], "token": r["lease_token"],
+                                                      "result": None, "scope": None})
                         tally.add(len(rows))
                         if not rows and left == 0:
                             time.sleep(0.001)

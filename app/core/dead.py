@@ -11,11 +11,11 @@ BATCH = 1000
 
 
 async def _batched(ctx: Context, sql: str, queue: str | None, type_: str | None,
-                   limit: int | None, event: str) -> int:
+                   limit: int | None, event: str, scope: str | None) -> int:
     done = 0
     while limit is None or done < limit:
         size = BATCH if limit is None else min(BATCH, limit - done)
-        rows = await ctx.db.fetch(sql, {"queue": queue, "type": type_, "limit": size})
+        rows = await ctx.db.fetch(sql, {"queue": queue, "type": type_, "limit": size, "scope": scope})
         if rows:
             ctx.events.emit(event, rows)
             if event == "replayed":
@@ -26,10 +26,13 @@ async def _batched(ctx: Context, sql: str, queue: str | None, type_: str | None,
     return done
 
 
-async def replay(ctx: Context, *, queue: str | None, type_: str | None, limit: int | None) -> int:
-    """Matching dead jobs go back to pending as a retry does; returns how many."""
-    return await _batched(ctx, Q.JobReplayDead, queue, type_, limit, "replayed")
+async def replay(ctx: Context, *, queue: str | None, type_: str | None, limit: int | None,
+                 scope: str | None = None) -> int:
+    """Matching dead jobs go back to pending as a retry does; returns how many. ``scope``: a
+    regular expression of the caller's queues, None for all."""
+    return await _batched(ctx, Q.JobReplayDead, queue, type_, limit, "replayed", scope)
 
 
-async def purge(ctx: Context, *, queue: str | None, type_: str | None, limit: int | None) -> int:
-    return await _batched(ctx, Q.JobPurgeDead, queue, type_, limit, "purged")
+async def purge(ctx: Context, *, queue: str | None, type_: str | None, limit: int | None,
+                scope: str | None = None) -> int:
+    return await _batched(ctx, Q.JobPurgeDead, queue, type_, limit, "purged", scope)

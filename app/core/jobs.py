@@ -20,29 +20,31 @@ def _id(job_id: str) -> int:
     return value
 
 
-async def get(ctx: Context, job_id: str) -> Job:
-    row = await ctx.db.fetch_one(Q.JobGet, {"job_id": _id(job_id)})
+async def get(ctx: Context, job_id: str, scope: str | None = None) -> Job:
+    """``scope`` (here and below): a regular expression of the caller's queues, None for all;
+    a job outside it is not found."""
+    row = await ctx.db.fetch_one(Q.JobGet, {"job_id": _id(job_id), "scope": scope})
     if row is None:
         raise NotFound(f"job {job_id!r} does not exist")
     return records.job(row)
 
 
-async def _conditional(ctx: Context, sql: str, job_id: str, verb: str) -> Row:
-    row = await ctx.db.fetch_one(sql, {"job_id": _id(job_id)})
+async def _conditional(ctx: Context, sql: str, job_id: str, verb: str, scope: str | None) -> Row:
+    row = await ctx.db.fetch_one(sql, {"job_id": _id(job_id), "scope": scope})
     if row is not None:
         return row
-    current = await get(ctx, job_id)  # raises NotFound
+    current = await get(ctx, job_id, scope)  # raises NotFound
     raise InvalidState(f"job {job_id} is {current.status}: it cannot be {verb}")
 
 
-async def cancel(ctx: Context, job_id: str) -> Job:
-    row = await _conditional(ctx, Q.JobCancel, job_id, "cancelled")
+async def cancel(ctx: Context, job_id: str, scope: str | None = None) -> Job:
+    row = await _conditional(ctx, Q.JobCancel, job_id, "cancelled", scope)
     ctx.events.emit("cancelled", [row])
     return records.job(row)
 
 
-async def retry(ctx: Context, job_id: str) -> Job:
-    row = await _conditional(ctx, Q.JobRetry, job_id, "retried")
+async def retry(ctx: Context, job_id: str, scope: str | None = None) -> Job:
+    row = await _conditional(ctx, Q.JobRetry, job_id, "retried", scope)
     ctx.events.emit("retried", [row])
     ctx.wakeups.publish({row["queue"]: 1})
     return records.job(row)
@@ -56,11 +58,12 @@ async def list_jobs(
     type_: str | None,
     limit: int,
     cursor: str | None,
+    scope: str | None = None,
 ) -> tuple[list[Job], str | None]:
     """A page of jobs, newest first, and the cursor of the next page (None on the last)."""
     before = decode_cursor(cursor) if cursor else None
     sql, params = listing.jobs_page(queue=queue, status=status, type_=type_, before_id=before,
-                                    limit=limit)
+                                    limit=limit, scope=scope)
     jobs = [records.job(r) for r in await ctx.db.fetch(sql, params)]
     if len(jobs) <= limit:
         return jobs, None

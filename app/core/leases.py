@@ -84,25 +84,30 @@ def _ref(lease_id: str) -> LeaseRef:
     return ref
 
 
-async def _why_not(ctx: Context, ref: LeaseRef, lease_id: str) -> Exception:
-    row = await ctx.db.fetch_one(Q.LeaseState, {"job_id": ref.job_id})
+async def _why_not(ctx: Context, ref: LeaseRef, lease_id: str, scope: str | None) -> Exception:
+    row = await ctx.db.fetch_one(Q.LeaseState, {"job_id": ref.job_id, "scope": scope})
     # Tokens only grow: one above the job's latest was never handed out for it.
     if row is None or row["lease_token"] is None or ref.token > row["lease_token"]:
         return NotFound(f"lease {lease_id!r} does not exist")
     return LeaseLost(f"lease {lease_id!r} is no longer held")
 
 
-async def heartbeat(ctx: Context, lease_id: str, extend_ms: int | None) -> datetime:
+async def heartbeat(ctx: Context, lease_id: str, extend_ms: int | None,
+                    scope: str | None = None) -> datetime:
+    """``scope`` (here and below): a regular expression of the caller's queues, None for all.
+    A lease of a job outside it does not exist for the caller: it changes nothing, and is
+    answered as not found."""
     ref = _ref(lease_id)
     row = await ctx.db.fetch_one(
-        Q.LeaseHeartbeat, {"job_id": ref.job_id, "token": ref.token, "extend_ms": extend_ms}
+        Q.LeaseHeartbeat,
+        {"job_id": ref.job_id, "token": ref.token, "extend_ms": extend_ms, "scope": scope},
     )
     if row is None:
-        raise await _why_not(ctx, ref, lease_id)
+        raise await _why_not(ctx, ref, lease_id, scope)
     return row["locked_until"]
 
 
-async def ack(ctx: Context, lease_id: str, result: Any) -> Job:
+async def ack(ctx: Context, lease_id: str, result: Any, scope: str | None = None) -> Job:
     ref = _ref(lease_id)
     row = await ctx.db.fetch_one(
         Q.LeaseAck,
@@ -110,10 +115,11 @@ async def ack(ctx: Context, lease_id: str, result: Any) -> Job:
             "job_id": ref.job_id,
             "token": ref.token,
             "result": None if result is None else dumps_json(result),
+            "scope": scope,
         },
     )
     if row is None:
-        raise await _why_not(ctx, ref, lease_id)
+        raise await _why_not(ctx, ref, lease_id, scope)
     ctx.events.emit("completed", [row])
     return records.job(row)
 
@@ -125,7 +131,8 @@ class AckOutcome:
     code: str | None = None
 
 
-async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome]:
+async def ack_many(ctx: Context, acks: list[tuple[str, Any]],
+                   scope: str | None = None) -> list[AckOutcome]:
     refs = [parse_lease_id(lease_id) for lease_id, _ in acks]
     # A lease named twice is acked by its first entry; the repeat is answered like a second
     # ack (lease_lost), and its result is not what gets stored.
@@ -137,13 +144,13 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome
             body.append({"job_id": ref.job_id, "token": ref.token, "result": result})
     won: set[tuple[int, int]] = set()
     if body:
-        rows = await ctx.db.fetch(Q.LeaseAckMany, {"acks": dumps_json(body)})
+        rows = await ctx.db.fetch(Q.LeaseAckMany, {"acks": dumps_json(body), "scope": scope})
         won = {(r["id"], r["lease_token"]) for r in rows}
         ctx.events.emit("completed", rows)
     lost_ids = [ref.job_id for ref in refs if ref is not None and (ref.job_id, ref.token) not in won]
     current: dict[int, int | None] = {}
     if lost_ids:
-        rows = await ctx.db.fetch(Q.LeaseStateMany, {"job_ids": lost_ids})
+        rows = await ctx.db.fetch(Q.LeaseStateMany, {"job_ids": lost_ids, "scope": scope})
         current = {r["id"]: r["lease_token"] for r in rows}
     outcomes: list[AckOutcome] = []
     credited: set[tuple[int, int]] = set()
@@ -161,23 +168,23 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]]) -> list[AckOutcome
     return outcomes
 
 
-async def fail(ctx: Context, lease_id: str, failure: Failure) -> Job:
+async def fail(ctx: Context, lease_id: str, failure: Failure, scope: str | None = None) -> Job:
     ref = _ref(lease_id)
-    key = {"job_id": ref.job_id, "token": ref.token}
+    key = {"job_id": ref.job_id, "token": ref.token, "scope": scope}
     delay_ms = failure.retry_in_ms
     if delay_ms is None and failure.retry:
         # Read, then write on the same lease condition: attempt cannot change while the
         # lease is held, so a lease lost in between makes LeaseFail change nothing.
         inputs = await ctx.db.fetch_one(Q.LeaseBackoffInputs, key)
         if inputs is None:
-            raise await _why_not(ctx, ref, lease_id)
+            raise await _why_not(ctx, ref, lease_id, scope)
         delay_ms = backoff_ms(inputs["attempt"], inputs["backoff_base_ms"], inputs["backoff_max_ms"])
     row = await ctx.db.fetch_one(
         Q.LeaseFail,
         key | {"error": failure.error, "retry": failure.retry, "delay_ms": delay_ms or 0},
     )
     if row is None:
-        raise await _why_not(ctx, ref, lease_id)
+        raise await _why_not(ctx, ref, lease_id, scope)
     ctx.events.emit("dead" if row["status"] == JobStatus.DEAD else "failed", [row])
     if row["status"] == JobStatus.FAILED:
         # Waiters re-read when the next job becomes visible; this one may be the next.

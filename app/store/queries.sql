@@ -165,9 +165,11 @@ SELECT min(v) AS next_visible_at FROM (
 
 -- name: LeaseHeartbeat
 -- Extend a lease that is still held and not yet past its end.
+-- Here and below, %(scope)s is the caller's queue pattern as a regular expression (NULL: every queue).
 UPDATE jobs
    SET locked_until = now() + make_interval(secs => coalesce(%(extend_ms)s, lease_ms) / 1000.0)
  WHERE id = %(job_id)s AND lease_token = %(token)s AND status = 'running' AND locked_until > now()
+   AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
 RETURNING locked_until;
 
 -- name: LeaseAck
@@ -175,6 +177,7 @@ RETURNING locked_until;
 UPDATE jobs
    SET status = 'completed', result = %(result)s::jsonb, completed_at = now(), locked_until = NULL
  WHERE id = %(job_id)s AND lease_token = %(token)s AND status = 'running'
+   AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
 RETURNING *;
 
 -- name: LeaseAckMany
@@ -183,6 +186,7 @@ UPDATE jobs j
    SET status = 'completed', result = a.result, completed_at = now(), locked_until = NULL
   FROM jsonb_to_recordset(%(acks)s::jsonb) AS a(job_id bigint, token bigint, result jsonb)
  WHERE j.id = a.job_id AND j.lease_token = a.token AND j.status = 'running'
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
    -- Lets a cached generic plan fetch the jobs by primary key instead of reading every running job.
    AND j.id = ANY (ARRAY(SELECT (e->>'job_id')::bigint FROM jsonb_array_elements(%(acks)s::jsonb) AS e))
 RETURNING j.id, j.lease_token, j.queue, j.type, j.worker_id, j.attempt, j.claimed_at, j.completed_at;
@@ -191,7 +195,8 @@ RETURNING j.id, j.lease_token, j.queue, j.type, j.worker_id, j.attempt, j.claime
 -- What the retry policy (jobq.domain.retry) needs to schedule the retry of a held lease's job.
 SELECT j.attempt, q.backoff_base_ms, q.backoff_max_ms
   FROM jobs j JOIN queues q ON q.name = j.queue
- WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running';
+ WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running'
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text);
 
 -- name: LeaseFail
 -- Record a failed attempt of a held lease: retry after %(delay_ms)s, or dead when out of attempts or not retryable.
@@ -201,6 +206,7 @@ WITH cur AS (
            now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0) AS retry_at
       FROM jobs j JOIN queues q ON q.name = j.queue
      WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running'
+       AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
 )
 UPDATE jobs j
    SET status       = CASE WHEN cur.dead THEN 'dead' ELSE 'failed' END,
@@ -219,12 +225,12 @@ UPDATE jobs j
 RETURNING j.*;
 
 -- name: LeaseState
--- Why a lease operation changed nothing: the job's current token (NULL row: no such job).
-SELECT lease_token FROM jobs WHERE id = %(job_id)s;
+-- Why a lease operation changed nothing: the job's current token (NULL row: no such job, or not one of the caller's).
+SELECT lease_token FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text);
 
 -- name: LeaseStateMany
 -- The current tokens of the jobs behind many leases, for batch ack's per-lease answer.
-SELECT id, lease_token FROM jobs WHERE id = ANY(%(job_ids)s::bigint[]);
+SELECT id, lease_token FROM jobs WHERE id = ANY(%(job_ids)s::bigint[]) AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text);
 
 -- name: JobReapExpired
 -- Process leases past their end: back to pending (claimable at once) or dead when out of attempts or a poison pill.
@@ -255,14 +261,15 @@ UPDATE jobs j
 RETURNING j.id, j.queue, j.type, j.status, j.worker_id, j.attempt, j.claimed_at;
 
 -- name: JobGet
--- One job by id.
-SELECT * FROM jobs WHERE id = %(job_id)s;
+-- One job by id (none outside the caller's queues).
+SELECT * FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text);
 
 -- name: JobCancel
 -- Cancel a waiting or running job; a running job's lease dies with its status.
 UPDATE jobs
    SET status = 'cancelled', locked_until = NULL, completed_at = now()
  WHERE id = %(job_id)s AND status IN ('pending', 'failed', 'running')
+   AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
 RETURNING *;
 
 -- name: JobRetry
@@ -273,6 +280,7 @@ UPDATE jobs j
        aged_key = jobq_aged_key(now(), j.priority, q.aging_ms)
   FROM queues q
  WHERE q.name = j.queue AND j.id = %(job_id)s AND j.status IN ('dead', 'cancelled', 'failed')
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
 RETURNING j.*;
 
 -- name: QueueGet
@@ -348,6 +356,7 @@ WITH picked AS (
      WHERE j.status = 'dead'
        AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
        AND (%(type)s::text IS NULL OR j.type = %(type)s)
+       AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
      ORDER BY j.id
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
@@ -367,6 +376,7 @@ DELETE FROM jobs
                WHERE j.status = 'dead'
                  AND (%(queue)s::text IS NULL OR j.queue = %(queue)s)
                  AND (%(type)s::text IS NULL OR j.type = %(type)s)
+                 AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
                ORDER BY j.id
                LIMIT %(limit)s
                  FOR UPDATE SKIP LOCKED)
@@ -376,3 +386,22 @@ RETURNING id, queue, type;
 -- Gauges for /metrics: job counts by queue, type and status, from the counters.
 SELECT queue, type, status, sum(n)::bigint AS n FROM job_counts
  GROUP BY queue, type, status HAVING sum(n) <> 0;
+
+-- name: TokenInsert
+-- A new token: its id, name, role, queue pattern and the hash of its secret.
+INSERT INTO tokens (id, name, role, queues, hash)
+VALUES (%(id)s, %(name)s, %(role)s, %(queues)s, %(hash)s)
+RETURNING id, name, role, queues, created_at, revoked_at;
+
+-- name: TokenList
+-- Every token ever created, newest first; never the hash.
+SELECT id, name, role, queues, created_at, revoked_at FROM tokens ORDER BY created_at DESC, id;
+
+-- name: TokenRevoke
+-- Revoke a token (a second revoke keeps the first time). No row: no such token.
+UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = %(id)s
+RETURNING id, name, role, queues, created_at, revoked_at;
+
+-- name: TokensLive
+-- What each replica keeps in memory to check requests against, re-read every half second.
+SELECT id, role, queues, hash FROM tokens WHERE revoked_at IS NULL;

@@ -145,3 +145,17 @@ job_counts = Table(
     Column("shard", SmallInteger, primary_key=True),
     Column("n", BigInteger, nullable=False),
 )
+
+# Access tokens (migration 0005): only a hash of each token; revoked rows are kept.
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("name", Text, nullable=True),
+    Column("role", Text, nullable=False),
+    Column("queues", Text, nullable=False, server_default=text("'*'")),
+    Column("hash", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint("role IN ('producer', 'worker', 'admin')", name="tokens_role_check"),
+)

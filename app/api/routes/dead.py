@@ -8,22 +8,26 @@ from fastapi import APIRouter, Body, Depends, Query
 from starlette.responses import Response
 
 from jobq.api import render
+from jobq.api.access import caller, require_queues
 from jobq.api.deps import context
 from jobq.api.schemas import DeadFilter, Purged, QueueName, Replayed, Text255
 from jobq.core import dead as core
 from jobq.core.context import Context
+from jobq.domain.access import Principal
 
 router = APIRouter(prefix="/v1/dead", tags=["dead letters"])
 
 
 @router.post("/replay", response_model=Replayed, summary="Replay dead jobs")
 async def replay_dead(body: DeadFilter | None = Body(default=None),
-                      ctx: Context = Depends(context)) -> Response:
+                      ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
     """Matching dead jobs (all of them, or the oldest `limit`) go back to `pending`, visible
     now, `attempt` reset to 0, `errors` kept. Works in batches, so a large replay holds no
-    long lock."""
+    long lock. A token for some queues replays only jobs of those."""
     f = body or DeadFilter()
-    n = await core.replay(ctx, queue=f.queue, type_=f.type, limit=f.limit)
+    if f.queue is not None:
+        require_queues(who, (f.queue,))
+    n = await core.replay(ctx, queue=f.queue, type_=f.type, limit=f.limit, scope=who.scope_regex)
     return render.json_response({"replayed": n})
 
 
@@ -33,7 +37,11 @@ async def purge_dead(
     type: Annotated[Text255 | None, Query()] = None,  # noqa: A002 - the contract's name
     limit: Annotated[int | None, Query(ge=1)] = None,
     ctx: Context = Depends(context),
+    who: Principal = Depends(caller),
 ) -> Response:
-    """Deletes matching dead jobs (all, or the oldest `limit`)."""
-    n = await core.purge(ctx, queue=queue, type_=type, limit=limit)
+    """Deletes matching dead jobs (all, or the oldest `limit`). A token for some queues
+    purges only jobs of those."""
+    if queue is not None:
+        require_queues(who, (queue,))
+    n = await core.purge(ctx, queue=queue, type_=type, limit=limit, scope=who.scope_regex)
     return render.json_response({"purged": n})

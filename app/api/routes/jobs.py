@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query
 from starlette.responses import Response
 
 from jobq.api import render
+from jobq.api.access import caller, require_queues
 from jobq.api.deps import context
 from jobq.api.hot import hot
 from jobq.api.schemas import (
@@ -22,6 +23,7 @@ from jobq.api.schemas import (
 from jobq.core import enqueue as enq
 from jobq.core import jobs as core_jobs
 from jobq.core.context import Context
+from jobq.domain.access import Principal
 from jobq.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -37,12 +39,14 @@ _ENQUEUE_RESPONSES = {
 @router.post("", status_code=201, response_model=JobPublic, responses=_ENQUEUE_RESPONSES,
              summary="Enqueue one job")
 @hot
-async def create_job(body: JobCreate, ctx: Context = Depends(context)) -> Response:
+async def create_job(body: JobCreate, ctx: Context = Depends(context),
+                     who: Principal = Depends(caller)) -> Response:
     """Committed before the answer. `delay_ms` or `run_at` (not both) delay the job; a
     `run_at` in the past makes it visible at once. A queue at or above its `max_depth` of
     waiting (`pending` + `failed`) jobs answers 429. With concurrent producers the depth
     check reads committed counts, so the limit may be passed by at most the number of
     enqueues in flight at that moment."""
+    require_queues(who, (body.queue,))
     out = await enq.enqueue(ctx, body.to_domain())
     job = render.job(out.job)
     if not out.created:
@@ -54,10 +58,13 @@ async def create_job(body: JobCreate, ctx: Context = Depends(context)) -> Respon
              responses={429: {"description": "`queue_full`: a target queue would pass max_depth"}},
              summary="Enqueue up to 1000 jobs, all or nothing")
 @hot
-async def create_jobs(body: JobBatchCreate, ctx: Context = Depends(context)) -> Response:
+async def create_jobs(body: JobBatchCreate, ctx: Context = Depends(context),
+                      who: Principal = Depends(caller)) -> Response:
     """One transaction. Jobs come back in request order; an idempotent replay comes back as
     the existing job, and two jobs of one batch with the same key in the same queue are one
     job. A 409 for any conflicting key, or a 429, enqueues nothing."""
+    for i, j in enumerate(body.jobs):
+        require_queues(who, (j.queue,), f"jobs[{i}].queue")
     outs = await enq.enqueue_many(ctx, [j.to_domain() for j in body.jobs])
     return render.json_response({"jobs": [render.job(o.job) for o in outs]}, 201)
 
@@ -70,30 +77,39 @@ async def list_jobs(
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
     ctx: Context = Depends(context),
+    who: Principal = Depends(caller),
 ) -> Response:
     """Keyset-paginated: pass `next_cursor` as `cursor` for the next page; it is null on the
-    last page. Jobs enqueued after the first page was read do not shift later pages."""
+    last page. Jobs enqueued after the first page was read do not shift later pages. A
+    token for some queues lists only jobs of those."""
+    if queue is not None:
+        require_queues(who, (queue,))
     jobs, next_cursor = await core_jobs.list_jobs(
-        ctx, queue=queue, status=status, type_=type, limit=limit, cursor=cursor)
+        ctx, queue=queue, status=status, type_=type, limit=limit, cursor=cursor,
+        scope=who.scope_regex)
     return render.json_response({"jobs": [render.job(j) for j in jobs], "next_cursor": next_cursor})
 
 
 @router.get("/{job_id}", response_model=JobPublic, summary="Read a job")
-async def get_job(job_id: str, ctx: Context = Depends(context)) -> Response:
-    return render.json_response(render.job(await core_jobs.get(ctx, job_id)))
+async def get_job(job_id: str, ctx: Context = Depends(context),
+                  who: Principal = Depends(caller)) -> Response:
+    """A job outside the token's queues is `404`, as if it did not exist: ids leak nothing."""
+    return render.json_response(render.job(await core_jobs.get(ctx, job_id, who.scope_regex)))
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic, summary="Cancel a job",
              responses={409: {"description": "`invalid_state`: the job has finished"}})
-async def cancel_job(job_id: str, ctx: Context = Depends(context)) -> Response:
+async def cancel_job(job_id: str, ctx: Context = Depends(context),
+                     who: Principal = Depends(caller)) -> Response:
     """A waiting job becomes `cancelled`; so does a running one, whose lease dies: its
     worker's next heartbeat, ack or fail answers `409 lease_lost`."""
-    return render.json_response(render.job(await core_jobs.cancel(ctx, job_id)))
+    return render.json_response(render.job(await core_jobs.cancel(ctx, job_id, who.scope_regex)))
 
 
 @router.post("/{job_id}/retry", response_model=JobPublic, summary="Retry a job now",
              responses={409: {"description": "`invalid_state`: not dead, cancelled or failed"}})
-async def retry_job(job_id: str, ctx: Context = Depends(context)) -> Response:
+async def retry_job(job_id: str, ctx: Context = Depends(context),
+                    who: Principal = Depends(caller)) -> Response:
     """A `dead`, `cancelled` or `failed` job goes back to `pending`, visible now, `attempt`
     reset to 0 and `errors` kept. Old lease ids stay dead."""
-    return render.json_response(render.job(await core_jobs.retry(ctx, job_id)))
+    return render.json_response(render.job(await core_jobs.retry(ctx, job_id, who.scope_regex)))

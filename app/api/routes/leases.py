@@ -6,6 +6,7 @@ from fastapi import APIRouter, Body, Depends, Request
 from starlette.responses import Response
 
 from jobq.api import render
+from jobq.api.access import caller, require_queues
 from jobq.api.deps import context
 from jobq.api.hot import hot
 from jobq.api.schemas import (
@@ -21,6 +22,7 @@ from jobq.api.schemas import (
 )
 from jobq.core import leases as core
 from jobq.core.context import Context
+from jobq.domain.access import Principal
 from jobq.domain.jobs import Failure
 
 router = APIRouter(prefix="/v1/leases", tags=["leases"])
@@ -31,13 +33,15 @@ _LOST = {409: {"description": "`lease_lost`: the lease is no longer held; nothin
 
 @router.post("", response_model=LeaseList, summary="Claim jobs")
 @hot
-async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(context)) -> Response:
+async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(context),
+                who: Principal = Depends(caller)) -> Response:
     """Leases up to `limit` claimable jobs. Queues are tried in the order listed, as
     Faktory's fetch does: a later queue only fills what the earlier ones left. Within a
     queue: `priority` descending, then `visible_at`, then creation. With `wait_ms`, waits
     (woken by LISTEN/NOTIFY) until at least one job is claimed or the time is up. Paused
     queues hand out nothing; a queue with `max_running` never has more running jobs. A
     long-poll whose client hung up stops without claiming."""
+    require_queues(who, body.queues)
     leases = await core.claim(ctx, body.to_domain(), request.is_disconnected)
     return render.json_response({
         "leases": [
@@ -49,10 +53,12 @@ async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(contex
 
 @router.post("/ack", response_model=AckManyPublic, summary="Ack many leases")
 @hot
-async def ack_many(body: AckManyBody, ctx: Context = Depends(context)) -> Response:
+async def ack_many(body: AckManyBody, ctx: Context = Depends(context),
+                   who: Principal = Depends(caller)) -> Response:
     """Each lease is answered on its own, in request order: one lost lease does not fail
     the others."""
-    outcomes = await core.ack_many(ctx, [(a.lease_id, a.result) for a in body.acks])
+    outcomes = await core.ack_many(ctx, [(a.lease_id, a.result) for a in body.acks],
+                                   who.scope_regex)
     results = [
         {"lease_id": o.lease_id, "ok": True} if o.ok
         else {"lease_id": o.lease_id, "ok": False, "code": o.code}
@@ -65,21 +71,22 @@ async def ack_many(body: AckManyBody, ctx: Context = Depends(context)) -> Respon
              summary="Extend a lease")
 @hot
 async def heartbeat(lease_id: str, body: HeartbeatBody | None = Body(default=None),
-                    ctx: Context = Depends(context)) -> Response:
+                    ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
     """`locked_until` becomes now + `extend_ms` (default: the lease's length). A lease past
     its `locked_until` can no longer be extended."""
     extend = body.extend_ms if body else None
-    return render.json_response({"locked_until": await core.heartbeat(ctx, lease_id, extend)})
+    until = await core.heartbeat(ctx, lease_id, extend, who.scope_regex)
+    return render.json_response({"locked_until": until})
 
 
 @router.post("/{lease_id}/ack", response_model=JobPublic, responses=_LOST,
              summary="Complete a job")
 @hot
 async def ack(lease_id: str, body: AckBody | None = Body(default=None),
-              ctx: Context = Depends(context)) -> Response:
+              ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
     """The job becomes `completed` with `result`. A lease past its end whose expiry the
     service has not processed yet (at most 1 s) is still held, so a late ack succeeds."""
-    job = await core.ack(ctx, lease_id, body.result if body else None)
+    job = await core.ack(ctx, lease_id, body.result if body else None, who.scope_regex)
     return render.json_response(render.job(job))
 
 
@@ -87,9 +94,10 @@ async def ack(lease_id: str, body: AckBody | None = Body(default=None),
              summary="Report a failed attempt")
 @hot
 async def fail(lease_id: str, body: FailBody | None = Body(default=None),
-               ctx: Context = Depends(context)) -> Response:
+               ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
     """Retries after `min(backoff_base_ms × 2^(attempt−1), backoff_max_ms) × (1 + j)`, `j`
     in [0, 0.1), or after `retry_in_ms`; `retry: false` or no attempts left: `dead`."""
     body = body or FailBody()
-    job = await core.fail(ctx, lease_id, Failure(body.error, body.retry, body.retry_in_ms))
+    job = await core.fail(ctx, lease_id, Failure(body.error, body.retry, body.retry_in_ms),
+                          who.scope_regex)
     return render.json_response(render.job(job))

@@ -1,0 +1,196 @@
+"""Access control: who is calling (an ASGI middleware every request passes) and whether the
+route allows them (one rule per route, in one table, checked by one dependency).
+
+Authentication sits outside everything else, the body limit and the hot paths included, so
+a request without a valid token costs a header read and a dict lookup: no body is read, no
+route matched, no database touched. It answers 401 for every path but the public probes,
+unknown paths too, so that probing for routes learns nothing.
+
+Authorization needs the route, so it is a dependency (``caller``) that ``create_app`` puts on
+every router but the probes'; the hot paths run it like FastAPI does. ``check_rules`` makes
+the build fail for a route without a rule, or without the dependency, so a new route cannot
+answer without it. What a rule cannot say, because it depends on the body or the job (the
+queues a call names, the queue of a job read by id), the routes check with ``require_queues``
+and by passing ``Principal.scope_regex`` down to the SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.routing import APIRoute
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from jobq.api.hot import original_route, resolved_routes
+from jobq.api.problems import problem
+from jobq.core.tokens import TokenTable
+from jobq.domain.access import Principal, Role
+from jobq.domain.errors import Forbidden, Unauthorized
+
+SCOPE_KEY = "jobq.principal"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """Who may call a route: an admin always; these other roles too. ``all_queues``: only a
+    token for every queue (server-wide reads and token management: an admin of some queues
+    must not mint itself a token for all of them)."""
+
+    roles: frozenset[Role] = frozenset()
+    all_queues: bool = False
+    public: bool = False
+
+    def describe(self) -> str:
+        if self.public:
+            return "No token needed."
+        roles = sorted(r.value for r in self.roles) + ["admin"]
+        text = "Roles: " + ", ".join(f"`{r}`" for r in roles) + "."
+        if self.all_queues:
+            text += " The token's queue pattern must be `*`."
+        return text
+
+
+PUBLIC = Rule(public=True)
+PRODUCER = Rule(frozenset({Role.PRODUCER}))
+WORKER = Rule(frozenset({Role.WORKER}))
+ADMIN = Rule()
+ADMIN_ALL_QUEUES = Rule(all_queues=True)
+
+# Every route by its endpoint's name (= its OpenAPI operationId). A route missing here makes
+# create_app fail; tests/test_access_rules.py calls every route with every role.
+RULES: dict[str, Rule] = {
+    "healthz": PUBLIC,
+    "readyz": PUBLIC,
+    "create_job": PRODUCER,
+    "create_jobs": PRODUCER,
+    "list_jobs": PRODUCER,
+    "get_job": PRODUCER,
+    "cancel_job": ADMIN,
+    "retry_job": ADMIN,
+    "claim": WORKER,
+    "ack_many": WORKER,
+    "heartbeat": WORKER,
+    "ack": WORKER,
+    "fail": WORKER,
+    "list_queues": ADMIN,
+    "get_queue": ADMIN,
+    "patch_queue": ADMIN,
+    "replay_dead": ADMIN,
+    "purge_dead": ADMIN,
+    "get_metrics": ADMIN_ALL_QUEUES,
+    "create_token": ADMIN_ALL_QUEUES,
+    "list_tokens": ADMIN_ALL_QUEUES,
+    "revoke_token": ADMIN_ALL_QUEUES,
+}
+
+
+async def caller(request: Request) -> Principal:
+    """The request's principal, once the route's rule allows it (403 otherwise)."""
+    principal: Principal | None = request.scope.get(SCOPE_KEY)
+    if principal is None:  # an app built without Authenticate: refuse rather than guess
+        raise Unauthorized("no access token was checked for this request")
+    route = request.scope.get("route")
+    rule = RULES.get(getattr(route, "name", ""))
+    if rule is None:
+        raise Forbidden("this route has no access rule")
+    if not principal.may(rule.roles):
+        raise Forbidden(f"a {principal.role.value} token may not call "
+                        f"{request.method} {request.url.path}")
+    if rule.all_queues and not principal.queues.is_all:
+        raise Forbidden(f"{request.method} {request.url.path} needs a token for every queue; "
+                        f"this one is for {principal.queues.text!r}")
+    return principal
+
+
+def require_queues(principal: Principal, queues: Iterable[str], where: str = "queue") -> None:
+    """403 for the first queue a call names that the token's pattern does not cover."""
+    if principal.queues.is_all:
+        return
+    for queue in queues:
+        if not principal.sees(queue):
+            raise Forbidden(f"{where} {queue!r} is outside this token's queues "
+                            f"({principal.queues.text!r})")
+
+
+def check_rules(routes: Sequence[BaseRoute]) -> frozenset[str]:
+    """Raise unless every API route has a rule, and every one not public runs ``caller``.
+    Returns the public routes' paths, for ``Authenticate``."""
+    public: set[str] = set()
+    for route in resolved_routes(routes):  # as resolved: with the routers' dependencies
+        if not isinstance(original_route(route), APIRoute):
+            continue  # /openapi.json and the docs pages: any valid token reads them
+        rule = RULES.get(route.name)
+        if rule is None:
+            raise TypeError(f"route {route.name} ({route.path}) has no rule in jobq.api.access.RULES")
+        if rule.public:
+            if "{" in route.path:
+                raise TypeError(f"public route {route.path} must be a fixed path")
+            public.add(route.path)
+        elif not _runs(route.dependant, caller):
+            raise TypeError(f"route {route.name} ({route.path}) does not depend on access.caller")
+    return frozenset(public)
+
+
+def _runs(dependant: Any, call: Any) -> bool:
+    return any(d.call is call or _runs(d, call) for d in dependant.dependencies)
+
+
+def bearer(scope: Scope) -> str | None:
+    """The token of an ``Authorization: Bearer`` header; "" for a header of another form,
+    None for no header."""
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            token = token.strip()
+            if scheme.lower() != "bearer" or not token or " " in token:
+                return ""
+            return token
+    return None
+
+
+class Authenticate:
+    def __init__(self, app: ASGIApp, tokens: TokenTable, public_paths: frozenset[str],
+                 retry_after_s: int) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.public_paths = public_paths
+        self.retry_after_s = retry_after_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root):]
+        if path in self.public_paths:
+            await self.app(scope, receive, send)
+            return
+        tokens = self.tokens
+        if not tokens.loaded:
+            response = problem(503, "unavailable", "Service unavailable",
+                               "the access tokens have not been read from the database yet",
+                               headers={"Retry-After": str(self.retry_after_s)})
+            await response(scope, receive, send)
+            return
+        token = bearer(scope)
+        principal = tokens.caller(token)
+        if principal is None:
+            if token is None:
+                detail = "this service needs an access token: Authorization: Bearer <token>"
+                challenge = 'Bearer realm="jobq"'
+            else:
+                detail = ("the access token is not valid (unknown, revoked, or not "
+                          "Authorization: Bearer <token>)")
+                challenge = 'Bearer realm="jobq", error="invalid_token"'
+            response = problem(401, "unauthorized", "Unauthorized", detail,
+                               headers={"WWW-Authenticate": challenge})
+            await response(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = principal
+        await self.app(scope, receive, send)

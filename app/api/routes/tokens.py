@@ -1,0 +1,56 @@
+"""Admins: access tokens, /v1/tokens. The same as ``jobq tokens``, over HTTP."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from jobq.api import render
+from jobq.api.deps import context
+from jobq.api.schemas import TokenCreate, TokenCreated, TokenList, TokenPublic
+from jobq.core import tokens as core
+from jobq.core.context import Context
+from jobq.core.tokens import TokenInfo, TokenTable
+from jobq.domain.access import Role
+
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+
+
+def _public(info: TokenInfo) -> dict[str, Any]:
+    return dataclasses.asdict(info) | {"role": info.role.value}
+
+
+def _table(request: Request) -> TokenTable:
+    table: TokenTable = request.app.state.tokens
+    return table
+
+
+@router.post("", status_code=201, response_model=TokenCreated, summary="Create a token")
+async def create_token(body: TokenCreate, request: Request,
+                       ctx: Context = Depends(context)) -> Response:
+    """The answer holds the token itself, this once; the service keeps only its hash. It
+    works on this replica at once and on every other within a second. Creating the first
+    token ends local mode."""
+    info, token = await core.create(ctx.db, Role(body.role), body.queues, body.name)
+    await _table(request).refresh()
+    return render.json_response(_public(info) | {"token": token}, 201,
+                                {"Location": f"/v1/tokens/{info.id}"})
+
+
+@router.get("", response_model=TokenList, summary="List tokens")
+async def list_tokens(ctx: Context = Depends(context)) -> Response:
+    """Every token ever created, revoked ones included, newest first; never a secret."""
+    return render.json_response({"tokens": [_public(i) for i in await core.list_all(ctx.db)]})
+
+
+@router.delete("/{token_id}", response_model=TokenPublic, summary="Revoke a token",
+               responses={404: {"description": "`not_found`: no such token"}})
+async def revoke_token(token_id: str, request: Request, ctx: Context = Depends(context)) -> Response:
+    """The token stops working on this replica at once and on every other within a second.
+    Revoking a revoked token changes nothing and answers it again."""
+    info = await core.revoke(ctx.db, token_id)
+    _table(request).forget(token_id)
+    return render.json_response(_public(info))

@@ -1,0 +1,158 @@
+"""Access tokens: create, list, revoke, and the table each replica checks requests against.
+
+Checking a request must not cost a database round trip (it sits on every enqueue and ack),
+so each process keeps the live tokens in memory and re-reads them every ``REFRESH_S``. That
+bounds how long a revoked token still works on any replica, and how long a replica takes to
+leave local mode after the first token is created elsewhere (by ``jobq tokens create`` on
+the database, or on another replica). A token created or revoked through this process's
+own API applies here at once.
+
+Until the first read succeeds the table knows nothing, and says so (``loaded`` is False):
+the API then answers 503 rather than guess between local mode and a locked door.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobq.domain.access import (
+    BOOTSTRAP_ADMIN,
+    LOCAL,
+    Principal,
+    QueuePattern,
+    Role,
+    new_token,
+    same_secret,
+    token_hash,
+    token_id_of,
+)
+from jobq.domain.errors import NotFound
+from jobq.store.db import Database, Row
+from jobq.store.queries import Q
+
+log = logging.getLogger("jobq.tokens")
+
+REFRESH_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A token as listed: never its secret, nor the hash of it."""
+
+    id: str
+    name: str | None
+    role: Role
+    queues: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def _info(row: Row) -> TokenInfo:
+    return TokenInfo(row["id"], row["name"], Role(row["role"]), row["queues"],
+                     row["created_at"], row["revoked_at"])
+
+
+async def create(db: Database, role: Role, queues: str = "*",
+                 name: str | None = None) -> tuple[TokenInfo, str]:
+    """A new token: its listing, and the token itself, which is shown once and not kept."""
+    pattern = QueuePattern(queues)  # ValueError for a malformed one, before anything is written
+    token_id, token = new_token()
+    row = await db.fetch_one(Q.TokenInsert, {"id": token_id, "name": name, "role": role.value,
+                                             "queues": pattern.text, "hash": token_hash(token)})
+    assert row is not None
+    return _info(row), token
+
+
+async def list_all(db: Database) -> list[TokenInfo]:
+    return [_info(r) for r in await db.fetch(Q.TokenList)]
+
+
+async def revoke(db: Database, token_id: str) -> TokenInfo:
+    row = await db.fetch_one(Q.TokenRevoke, {"id": token_id})
+    if row is None:
+        raise NotFound(f"token {token_id!r} does not exist")
+    return _info(row)
+
+
+@dataclass(frozen=True, slots=True)
+class _Live:
+    hash: str
+    principal: Principal
+
+
+class TokenTable:
+    """The live tokens of the database, as this process last read them, plus the bootstrap
+    admin token of the environment."""
+
+    def __init__(self, db: Database, admin_token: str | None) -> None:
+        self.db = db
+        self.admin_token = admin_token
+        self.loaded = False
+        self._live: dict[str, _Live] = {}
+
+    @property
+    def local_mode(self) -> bool:
+        """No token at all: anyone who can reach the (loopback) address may do anything."""
+        return not self.admin_token and not self._live
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The caller a token names; None when it names nobody. Constant-time in the secret:
+        the id picks the candidate, then the hashes are compared whole."""
+        token_id = token_id_of(token)
+        if token_id is not None:
+            live = self._live.get(token_id)
+            # Hash even for an unknown id, so that a miss takes as long as a wrong secret.
+            presented = token_hash(token)
+            if live is not None and same_secret(presented, live.hash):
+                return live.principal
+            return None
+        if self.admin_token and same_secret(token_hash(token), token_hash(self.admin_token)):
+            return BOOTSTRAP_ADMIN
+        return None
+
+    def caller(self, token: str | None) -> Principal | None:
+        """Local mode's anyone without a token, else the token's principal (None: refused)."""
+        if self.local_mode:
+            return LOCAL
+        return self.authenticate(token) if token is not None else None
+
+    async def refresh(self) -> None:
+        rows = await self.db.fetch(Q.TokensLive)
+        live: dict[str, _Live] = {}
+        for r in rows:
+            try:
+                principal = Principal(r["id"], Role(r["role"]), QueuePattern(r["queues"]))
+            except ValueError:  # a row written by hand, wrongly: that token opens nothing
+                log.warning("token %s has an unusable role or queue pattern; it is ignored", r["id"])
+                continue
+            live[r["id"]] = _Live(r["hash"], principal)
+        if live.keys() != self._live.keys():
+            log.info("access tokens: %d live%s", len(live),
+                     "" if live or self.admin_token else " (local mode)")
+        self._live = live
+        self.loaded = True
+
+    def forget(self, token_id: str) -> None:
+        """A revocation made by this process applies here before the next read."""
+        self._live.pop(token_id, None)
+
+    async def run(self, every_s: float = REFRESH_S) -> None:
+        """Re-read the live tokens for ever. A failed read keeps the last table: revoking a
+        token needs the database too, so nothing was revoked that this table misses."""
+        failing = False
+        while True:
+            try:
+                await self.refresh()
+                if failing:
+                    log.info("access tokens read again")
+                failing = False
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not failing:
+                    log.warning("could not read the access tokens: %s", exc)
+                failing = True
+            await asyncio.sleep(every_s)
