@@ -29,3 +29,25 @@ def test_operation_ids_are_pinned_to_handler_names() -> None:
         for op in path.values()
     }
     assert {"create_job", "create_jobs", "claim", "ack", "ack_many", "fail", "heartbeat"} <= ops
+
+
+def test_every_operation_but_the_probes_declares_the_bearer_scheme_and_its_401_and_403() -> None:
+    doc = openapi.document()
+    assert doc["components"]["securitySchemes"]["bearer"] == {
+        "type": "http", "scheme": "bearer",
+        "description": doc["components"]["securitySchemes"]["bearer"]["description"]}
+    assert doc["security"] == [{"bearer": []}]
+    seen = set()
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            seen.add(path)
+            if path in ("/healthz", "/readyz"):
+                assert op["security"] == [], (method, path)
+                assert "401" not in op["responses"]
+                continue
+            assert "security" not in op, (method, path)  # the document's default: bearer
+            for status in ("401", "403"):
+                content = op["responses"][status]["content"]
+                assert list(content) == ["application/problem+json"], (method, path, status)
+            assert "Roles: " in op["description"], (method, path)
+    assert {"/v1/jobs", "/v1/leases", "/metrics", "/v1/tokens", "/healthz"} <= seen

@@ -194,3 +194,56 @@ class Authenticate:
             return
         scope[SCOPE_KEY] = principal
         await self.app(scope, receive, send)
+
+
+_PROBLEM_SCHEMA = {
+    "type": "object",
+    "description": "RFC 9457 problem details",
+    "required": ["type", "title", "status", "detail", "code"],
+    "properties": {
+        "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
+        "detail": {"type": "string"}, "code": {"type": "string"},
+    },
+}
+SECURITY_SCHEME = "bearer"
+
+
+def document_access(schema: dict[str, Any], routes: Sequence[BaseRoute]) -> dict[str, Any]:
+    """The OpenAPI document with the access rules in it: the bearer scheme, required by
+    every operation but the probes, and on each operation its 401 and 403 answers and the
+    roles it admits. Written from RULES, so the document cannot disagree with the check."""
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {})[SECURITY_SCHEME] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An access token (`jobq tokens create`, or `JOBQ_ADMIN_TOKEN`). Not "
+                       "needed in local mode, when the service has no token at all.",
+    }
+    components.setdefault("schemas", {}).setdefault("Problem", _PROBLEM_SCHEMA)
+    problem_content = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    schema["security"] = [{SECURITY_SCHEME: []}]
+    for route in resolved_routes(routes):
+        if not isinstance(original_route(route), APIRoute) or not route.include_in_schema:
+            continue
+        rule = RULES[route.name]
+        for method in route.methods:
+            op = schema["paths"].get(route.path_format, {}).get(method.lower())
+            if op is None:
+                continue
+            op["description"] = (op.get("description", "").rstrip() + "\n\n" + rule.describe()).lstrip()
+            if rule.public:
+                op["security"] = []
+                continue
+            responses = op.setdefault("responses", {})
+            responses["401"] = {
+                "description": "`unauthorized`: no token, or not a valid one (with `WWW-Authenticate: Bearer`)",
+                "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
+                "content": problem_content,
+            }
+            responses["403"] = {
+                "description": "`forbidden`: the token's role may not make this call"
+                               + ("" if rule.all_queues else ", or a queue it names is outside the "
+                                  "token's queue pattern"),
+                "content": problem_content,
+            }
+    return schema

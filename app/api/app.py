@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable
+from typing import Any
 
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from jobq.api import problems
-from jobq.api.access import Authenticate, caller, check_rules
+from jobq.api.access import Authenticate, caller, check_rules, document_access
 from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
 from jobq.api.routes import dead, health, jobs, leases, metrics, queues, tokens
@@ -29,6 +30,12 @@ log = logging.getLogger("jobq.api")
 DESCRIPTION = """
 A durable job queue over HTTP, on PostgreSQL. Producers enqueue with `POST /v1/jobs`;
 workers claim with bounded leases from `/v1/leases`, heartbeat, ack or fail.
+
+Every call but `/healthz` and `/readyz` needs `Authorization: Bearer <token>` once the
+service has any token (`jobq tokens create`, or `JOBQ_ADMIN_TOKEN`): without a valid one it
+answers `401` with `WWW-Authenticate: Bearer`; a token whose role or queue pattern does not
+allow the call gets `403`. A job or lease outside the token's queues is answered `404`, as if
+it did not exist. With no token at all the service is in local mode and binds loopback only.
 
 Every 2xx that says a job was accepted means it is committed. Every 4xx and 5xx is
 `application/problem+json` (RFC 9457) with a `code`. Durations are integers in
@@ -59,6 +66,18 @@ def _operation_id(route: APIRoute) -> str:
     # Pinned to the handler's name, so the committed OpenAPI document only changes when an
     # endpoint does.
     return route.name
+
+
+def _document_access(app: FastAPI) -> None:
+    """The served (and committed) OpenAPI document states who may call what."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document_access(build(), app.router.routes)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def create_app(settings: Settings, database_url: str | None = None, *,
@@ -114,6 +133,7 @@ def create_app(settings: Settings, database_url: str | None = None, *,
         app.include_router(module.router, dependencies=[Depends(caller)])
     app.include_router(health.router)
     public_paths = check_rules(app.router.routes)
+    _document_access(app)
     # Built from the routes just included, and built either way, so that a route the hot
     # paths cannot honour fails here, not on its first request.
     hot = hot_routes(app.router.routes)
