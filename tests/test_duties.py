@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
-import psutil
 import psycopg
 import pytest
 from fastapi import FastAPI
@@ -203,17 +202,17 @@ async def _not(coro: Any) -> bool:
 
 
 def lock_holder(database_url: str) -> tuple[int, int] | None:
-    """(backend pid, client port) of the session holding the duties lock in this database."""
+    """(backend pid, service pid) of the session holding the duties lock in this database."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         row = conn.execute(
             """
-            SELECT l.pid, a.client_port
+            SELECT l.pid, split_part(a.application_name, ':', 2)
               FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
              WHERE l.locktype = 'advisory' AND l.granted
                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                AND ((l.classid::bigint << 32) | l.objid::bigint) = %(key)s
                AND l.objsubid = 1
-               AND a.application_name = 'jobq-leader'
+               AND a.application_name LIKE 'jobq-leader %%'
             """,
             {"key": DUTIES_LOCK_KEY},
         ).fetchone()
@@ -224,15 +223,14 @@ def leader_sessions(database_url: str) -> int:
     """How many 'jobq-leader' sessions (holders and those trying) this database has."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                           "current_database() AND application_name = 'jobq-leader'").fetchone()
+                           "current_database() AND application_name LIKE 'jobq-leader %'").fetchone()
     return int(row[0]) if row else 0
 
 
-def owns_port(server: LiveServer, port: int) -> bool:
-    """Whether the server's process has a TCP connection from this local port."""
+def owns(server: LiveServer, pid: int) -> bool:
+    """Whether the lock's session is this server's (its process id, as the session names it)."""
     assert server.proc is not None
-    conns = psutil.Process(server.proc.pid).net_connections(kind="tcp")
-    return any(c.laddr and c.laddr.port == port for c in conns)
+    return server.proc.pid == pid
 
 
 @pytest.fixture
@@ -258,8 +256,8 @@ async def test_killing_the_leader_hands_duties_to_the_other_replica(
     a_srv, b_srv = two_servers
     holder = lock_holder(database_url)
     assert holder is not None
-    old_pid, old_port = holder
-    assert owns_port(a_srv, old_port) and not owns_port(b_srv, old_port)
+    old_pid, old_owner = holder
+    assert owns(a_srv, old_owner) and not owns(b_srv, old_owner)
     # B is running and trying for the lock, but does not hold it while A lives.
     deadline = time.monotonic() + 5
     while leader_sessions(database_url) < 2:
@@ -288,7 +286,7 @@ async def test_killing_the_leader_hands_duties_to_the_other_replica(
                 break
             assert time.monotonic() < deadline, "no replica took the duties over"
             await asyncio.sleep(0.05)
-        assert owns_port(b_srv, new[1]), "the lock went to a session that is not B's"
+        assert owns(b_srv, new[1]), "the lock went to a session that is not B's"
 
         # B's retention (run on taking over, then every 10 s) deletes them.
         async def all_gone() -> bool:

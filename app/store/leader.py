@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import socket
 from collections.abc import AsyncIterator
 
 import psycopg
@@ -13,6 +15,10 @@ import psycopg
 log = logging.getLogger("jobq.leader")
 
 DUTIES_LOCK_KEY = 0x6A6F6271_0002  # "jobq" + 2
+
+# Which process holds (or tries for) the duties lock, for an operator reading
+# pg_stat_activity: the client's address says little behind NAT, or nothing over a socket.
+APPLICATION_NAME = f"jobq-leader {socket.gethostname()[:40]}:{os.getpid()}"
 
 
 class Leadership:
@@ -28,7 +34,7 @@ class Leadership:
     async def try_acquire(self) -> bool:
         if self._conn is None or self._conn.closed:
             self._conn = await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=5, application_name="jobq-leader")
+                self.url, autocommit=True, connect_timeout=5, application_name=APPLICATION_NAME)
         cur = await self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
         row = await cur.fetchone()
         return bool(row and row[0])
