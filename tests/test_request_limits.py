@@ -79,6 +79,8 @@ CASES: list[Case] = [
      ["body", "acks", 0, "lease_id"]),
     ("error over 64 KiB", "POST", "/v1/leases/{lease}/fail", {"error": "e" * 65_537}, None,
      ["body", "error"]),
+    ("NUL in an error", "POST", "/v1/leases/{lease}/fail", {"error": "a\u0000b"}, None,
+     ["body", "error"]),
     ("queue name in path", "PATCH", "/v1/queues/" + "q" * 129, {"paused": True}, None,
      ["path", "name"]),
     ("queue name in path", "GET", "/v1/queues/a%20b", None, None, ["path", "name"]),

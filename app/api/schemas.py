@@ -233,7 +233,8 @@ class AckManyPublic(BaseModel):
 
 
 class FailBody(Strict):
-    error: Annotated[str, StringConstraints(max_length=65_536)]
+    # No NUL: PostgreSQL's text cannot hold it; refused here, the error's loc names the field.
+    error: Annotated[str, StringConstraints(max_length=65_536, pattern=r"^[^\x00]*$")]
     retry: bool = True
     retry_in_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
 
