@@ -159,7 +159,7 @@ async def test_a_dependency_added_to_hot_routes_runs_on_the_hot_path(
     plain = _build((leases.router, [Depends(gate)]), hot_paths=False)
     cases = [("/v1/leases", b'{"queues": ["q"], "worker_id": "w"}'),
              ("/v1/leases/ack", b'{"acks": [{"lease_id": "x"}]}'),
-             ("/v1/leases/x/ack", b"{}"), ("/v1/leases/x/fail", b"{}"),
+             ("/v1/leases/x/ack", b"{}"), ("/v1/leases/x/fail", b'{"error": "e"}'),
              ("/v1/leases/x/heartbeat", b"")]
     async with _client(app) as hot_client, _client(plain) as plain_client:
         for path, body in cases:

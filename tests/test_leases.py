@@ -552,8 +552,9 @@ async def test_unknown_lease_is_404(client: httpx.AsyncClient, op: str) -> None:
         # Shaped like ours, for an existing job, but a token never handed out.
         f"{job_part}.{int(token) + 1_000_000}" if token.isdigit() else lease["lease_id"] + "x",
     ]
+    body = {"error": "x"} if op == "fail" else {}  # fail requires an error
     for lease_id in unknown:
-        r = await client.post(f"/v1/leases/{lease_id}/{op}", json={})
+        r = await client.post(f"/v1/leases/{lease_id}/{op}", json=body)
         assert r.status_code == 404, (lease_id, r.text)
         assert code(r) == "not_found"
     stored = await get_job(client, job["id"])
@@ -1019,8 +1020,8 @@ async def test_default_max_lease_expiries_is_5(client: httpx.AsyncClient) -> Non
 async def test_malformed_lease_ids_are_not_found(client: httpx.AsyncClient, lease_id: str) -> None:
     await enqueue(client)
     held = await claim_one(client)
-    for op in ("heartbeat", "ack", "fail"):
-        r = await client.post(f"/v1/leases/{lease_id}/{op}", json={})
+    for op, body in (("heartbeat", {}), ("ack", {}), ("fail", {"error": "x"})):
+        r = await client.post(f"/v1/leases/{lease_id}/{op}", json=body)
         assert r.status_code == 404, (op, r.status_code, r.text)
         assert code(r) == "not_found"
     r = await client.post("/v1/leases/ack", json={"acks": [{"lease_id": lease_id},

@@ -45,6 +45,14 @@ Where the contract is silent: queues named in one claim are tried in the order g
 (Faktory's strict order); `completed_at` is set when a job reaches any final status
 (`completed`, `dead`, `cancelled`); lease lengths are 100 ms to 1 day; priorities are
 32-bit integers; an empty body is accepted wherever every field is optional.
+
+Request bodies are read strictly, as the contract asks: unknown fields and values of the
+wrong JSON type are refused, without coercion (`"1"` is not a number, `0` and `"yes"` are
+not booleans, `1.0` is not an integer), each with a 422 whose `errors[].loc` names the
+field. Times sent are RFC 3339 strings with an offset, within years 1 to 9999 once in UTC
+(`9999-12-31T23:59:59-14:00` is refused); `delay_ms` and `retry_in_ms` are at most 10
+years, so no delay can reach past that either. Query parameters are text by nature and are
+parsed (`?limit=5`). A body over the size limit (default 1 MiB) is a 413 that names it.
 """
 
 

@@ -3,18 +3,23 @@ that ``jobq.api.render`` writes (handlers return bytes, not these models, on the
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
+from pydantic import Strict as StrictTypes
 
 from jobq.domain import jobs as d
 from jobq.domain.queues import DAY_MS
@@ -61,9 +66,47 @@ def _not_too_deep(value: Any) -> Any:
 Payload = Annotated[dict[str, Any], AfterValidator(_not_too_deep)]
 JsonResult = Annotated[Any, AfterValidator(_not_too_deep)]
 
+# RFC 3339's date-time (section 5.6), offset required. Checked before pydantic parses the
+# text: its lax parser would also take a bare number ("123") as Unix time.
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
+                      r"([Zz]|[+-][0-9]{2}:[0-9]{2})")
+
+
+def _rfc3339_text(value: Any) -> Any:
+    if not isinstance(value, str) or _RFC3339.fullmatch(value) is None:
+        raise ValueError("must be an RFC 3339 date-time string with an offset, "
+                         "such as 2030-01-01T00:00:00Z")
+    return value
+
+
+def _in_utc_years(value: datetime) -> datetime:
+    # 9999-12-31T23:59:59-14:00 is year 10000 in UTC. PostgreSQL would store it, and every
+    # later read of the row (a GET, a listing, each claim on its queue) would fail, as no
+    # Python datetime can hold it. Refused here, before anything is written.
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("must fall within years 1 to 9999 in UTC") from None
+
+
+# A time in a request: RFC 3339 text (JSON has no time type), kept to what every reader can
+# read back, in UTC. Lax on its own inside the strict models, where a datetime would have to
+# be a Python datetime already.
+Timestamp = Annotated[
+    AwareDatetime,
+    BeforeValidator(_rfc3339_text),
+    StrictTypes(False),
+    AfterValidator(_in_utc_years),
+]
+
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields are refused, and so is every value of the wrong JSON
+    type (no coercion: "1" is not a number, 0 and "yes" are not booleans, 1.0 is not an
+    integer). Both ways a request is validated (the hot paths and FastAPI) are Python mode,
+    on the value the JSON parser produced, so strict mode judges the same values there."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class JobCreate(Strict):
@@ -71,8 +114,10 @@ class JobCreate(Strict):
     payload: Payload = Field(default_factory=dict)
     queue: QueueName = d.DEFAULT_QUEUE
     priority: Priority = 0
-    delay_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
-    run_at: AwareDatetime | None = Field(default=None, description="RFC 3339 with an offset")
+    delay_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = Field(
+        default=None, description="at most 10 years; longer delays are refused (422)")
+    run_at: Timestamp | None = Field(
+        default=None, description="RFC 3339 with an offset, within years 1 to 9999 in UTC")
     max_attempts: Annotated[int, Field(ge=1, le=10_000)] | None = Field(
         default=None, description="default: the queue's max_attempts")
     idempotency_key: Text255 | None = None
@@ -188,7 +233,8 @@ class AckManyPublic(BaseModel):
 
 
 class FailBody(Strict):
-    error: Annotated[str, StringConstraints(max_length=65_536)] = ""
+    # No NUL: PostgreSQL's text cannot hold it; refused here, the error's loc names the field.
+    error: Annotated[str, StringConstraints(max_length=65_536, pattern=r"^[^\x00]*$")]
     retry: bool = True
     retry_in_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
 
@@ -229,12 +275,15 @@ class QueueSettingsPatch(Strict):
     # Settings that may be null mean "no limit"/"off" there; the others may not be null.
     NULLABLE: ClassVar[frozenset[str]] = frozenset({"max_depth", "aging_ms", "max_running"})
 
-    @model_validator(mode="after")
-    def _nulls(self) -> QueueSettingsPatch:
-        for name in self.model_fields_set:
-            if getattr(self, name) is None and name not in self.NULLABLE:
-                raise ValueError(f"{name} cannot be null")
-        return self
+    # A field validator, not a model one, so that the error's loc names the setting. It runs
+    # only for the settings given, which is when null means "set to null".
+    @field_validator("paused", "lease_ms", "max_attempts", "backoff_base_ms", "backoff_max_ms",
+                     "max_lease_expiries", "retention_ms", "dead_retention_ms", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            raise ValueError(f"{info.field_name} cannot be null")
+        return value
 
     def changes(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.model_fields_set}

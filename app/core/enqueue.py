@@ -10,6 +10,7 @@ from jobq.core import counters
 from jobq.core.context import Context
 from jobq.domain.errors import IdempotencyConflict, QueueFull
 from jobq.domain.jobs import Job, NewJob
+from jobq.domain.jsontext import same_json
 from jobq.store import records
 from jobq.store.db import Row, dumps_json
 from jobq.store.queries import Q
@@ -48,7 +49,7 @@ def _batch_row(job: NewJob) -> dict[str, Any]:
 
 
 def _replay(existing: Row, job: NewJob) -> Enqueued:
-    if existing["type"] != job.type or existing["payload"] != job.payload:
+    if existing["type"] != job.type or not same_json(existing["payload"], job.payload):
         raise IdempotencyConflict(
             f"idempotency key {job.idempotency_key!r} in queue {job.queue!r} already names "
             f"job {existing['id']} with a different type or payload"

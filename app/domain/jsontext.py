@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -27,3 +28,28 @@ def loads(text: bytes) -> Any:
     if orjson_would_round(text):
         return json.loads(text)
     return orjson.loads(text)
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON values are equal as jsonb compares them: numbers by decimal value,
+    ``true`` apart from ``1``.
+
+    Python's ``==`` gets both wrong for a value read back from jsonb. A float is written as
+    its shortest text (``1e300``), which jsonb keeps as that exact decimal and hands back as
+    a 301-digit integer: not equal to the float, so an exact retry of an enqueue was refused
+    as an idempotency conflict. And ``True == 1`` would take a replay with another payload
+    for the same one."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return _decimal(a) == _decimal(b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def _decimal(n: int | float) -> Decimal:
+    # repr is the text the float was written to the database as (json.dumps uses it).
+    return Decimal(repr(n)) if isinstance(n, float) else Decimal(n)

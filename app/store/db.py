@@ -7,10 +7,14 @@ import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 import psycopg.errors
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -37,10 +41,41 @@ def dumps_json(value: Any) -> str:
         raise InvalidInput("JSON values must be finite numbers (no NaN or Infinity)") from exc
 
 
+_TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
+# psycopg's own loader for timestamptz text: the C one when psycopg's C part is installed.
+_DatetimeLoader = psycopg.adapters.get_loader(_TIMESTAMPTZ, Format.TEXT)
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+_LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+class _ClampedTimestamptzLoader(Loader):
+    """Reads a timestamptz that no Python datetime can hold (after year 9999 in UTC, before
+    year 1, or +-infinity) as the latest or earliest one that can, instead of failing.
+
+    The API refuses such times, but a row written before it did, or by hand, would otherwise
+    make every read of it fail: a GET, a listing, and, worst, each claim on its queue, which
+    commits its leases and then cannot answer them. Valid times go through psycopg's own
+    loader unchanged; the wrapper costs a Python call per time read (about 0.2 us)."""
+
+    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+        super().__init__(oid, context)
+        self._load = _DatetimeLoader(oid, context).load
+
+    def load(self, data: Buffer) -> datetime:
+        try:
+            value: datetime = self._load(data)
+            return value
+        except psycopg.DataError:
+            # PostgreSQL writes "-infinity", and years before 1 with a " BC" suffix.
+            text = bytes(data)
+            return _EARLIEST if text.startswith(b"-") or text.endswith(b"BC") else _LATEST
+
+
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     # jsonb columns (payload, result, errors) through orjson where it is exact: the standard
     # library's parser was the largest single cost of reading a claim of 100 jobs.
     set_json_loads(jsontext.loads, conn)
+    conn.adapters.register_loader(_TIMESTAMPTZ, _ClampedTimestamptzLoader)
 
 
 class Database:

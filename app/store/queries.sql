@@ -300,9 +300,9 @@ SELECT queue, status, type, sum(n)::bigint AS n
 HAVING sum(n) <> 0;
 
 -- name: QueueOldestWaiting
--- Lag of the oldest job claimable now, per queue, in ms (from jobs_waiting_idx); a paused queue has none claimable.
+-- Lag of the oldest job claimable now, per queue, in ms (from jobs_waiting_idx); a paused queue has none claimable. Counted from year 1 at the earliest, as jobs are read (store.db): an older visible_at, -infinity included, written outside the API, must not fail the queue's listing.
 SELECT q.name AS queue,
-       (SELECT (extract(epoch FROM now() - j.visible_at) * 1000)::bigint
+       (SELECT (extract(epoch FROM now() - greatest(j.visible_at, '0001-01-01 00:00:00+00')) * 1000)::bigint
           FROM jobs j
          WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
            AND NOT q.paused

@@ -11,11 +11,13 @@ class Retry(Exception):
     """
 
     def __init__(
-        self, reason: str = "retry requested by the handler", *, in_ms: int | None = None
+        self, reason: str = "retry requested by the handler", *, in_ms: float | None = None
     ) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.in_ms = in_ms
+        # Whole milliseconds: the service takes no coercion, and 1500.0 is not an integer
+        # there (a delay computed as seconds * 1000 easily is a float).
+        self.in_ms = None if in_ms is None else round(in_ms)
 
 
 class Discard(Exception):

@@ -138,6 +138,19 @@ async def test_failures_report_message_traceback_retry_and_discard() -> None:
     assert fake.acks == {}
 
 
+async def test_a_retry_delay_is_sent_as_whole_milliseconds() -> None:
+    # The service refuses 1500.0 for an integer field (no coercion), so the worker rounds.
+    fake = FakeService()
+    job = fake.add("later")
+
+    def retry_later(job: jobq.Job) -> None:
+        raise Retry("computed", in_ms=1.5 * 1000.4)
+
+    await run_until(make_worker(fake, {"later": retry_later}), lambda: len(fake.fails) == 1)
+    sent = fake.fails[job]["retry_in_ms"]
+    assert sent == 1501 and type(sent) is int
+
+
 async def test_lost_lease_cancels_async_handlers_and_drops_sync_results() -> None:
     fake = FakeService()
     fake.add("async")

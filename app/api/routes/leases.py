@@ -93,11 +93,11 @@ async def ack(lease_id: str, body: AckBody | None = Body(default=None),
 @router.post("/{lease_id}/fail", response_model=JobPublic, responses=_LOST,
              summary="Report a failed attempt")
 @hot
-async def fail(lease_id: str, body: FailBody | None = Body(default=None),
-               ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
+async def fail(lease_id: str, body: FailBody, ctx: Context = Depends(context),
+               who: Principal = Depends(caller)) -> Response:
     """Retries after `min(backoff_base_ms × 2^(attempt−1), backoff_max_ms) × (1 + j)`, `j`
-    in [0, 0.1), or after `retry_in_ms`; `retry: false` or no attempts left: `dead`."""
-    body = body or FailBody()
+    in [0, 0.1), or after `retry_in_ms`; `retry: false` or no attempts left: `dead`.
+    `error` is required (it is what `last_error` and `errors` show)."""
     job = await core.fail(ctx, lease_id, Failure(body.error, body.retry, body.retry_in_ms),
                           who.scope_regex)
     return render.json_response(render.job(job))
