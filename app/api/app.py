@@ -38,6 +38,25 @@ Where the contract is silent: queues named in one claim are tried in the order g
 (Faktory's strict order); `completed_at` is set when a job reaches any final status
 (`completed`, `dead`, `cancelled`); lease lengths are 100 ms to 1 day; priorities are
 32-bit integers; an empty body is accepted wherever every field is optional.
+
+## Authentication
+
+Once any access token exists, every call but `/healthz` and `/readyz` needs the header
+`Authorization: Bearer <token>`. Tokens are made with `jobq tokens create --role
+producer|worker|admin [--queues PATTERN]` or `POST /v1/tokens`; each operation below says
+which roles may call it. With no token at all (local mode) the service listens on loopback
+only and needs no header.
+
+- `401 unauthorized`: no token, a token that is unknown or revoked, or a header that is not
+  `Bearer <token>`. The answer carries `WWW-Authenticate: Bearer realm="jobq"`, with
+  `error="invalid_token"` when a token was sent. Sending the same token again cannot help.
+- `403 forbidden`: a valid token whose role may not make the call, or a queue named in the
+  request outside the token's queue pattern (comma-separated shell-style globs such as
+  `tenant-a.*`). A job or lease of a queue outside the pattern answers `404`, as if absent.
+- `503 unavailable` with `Retry-After`: the service has not read the tokens from the
+  database yet (just started, database away).
+
+A revoked token stops working on every replica within a second.
 """
 
 
