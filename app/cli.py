@@ -104,8 +104,9 @@ def bind_refusal(host: str, *, secured: bool, insecure: bool) -> str | None:
             "or pass --insecure")
 
 
-def _has_live_tokens(url: str, settings) -> bool:  # type: ignore[no-untyped-def]
-    """Whether the database holds a live token, read as the service will read it."""
+def _has_tokens(url: str, settings) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the database ends local mode (a token, even a revoked one: revoking every
+    token locks the service, it does not open it), read as the service will read it."""
     import asyncio
 
     from jobq.core.tokens import TokenTable
@@ -154,7 +155,7 @@ def serve(
         migrate(url)
         # Tokens created with `jobq tokens create` count as much as JOBQ_ADMIN_TOKEN; they are
         # read after migrating (the table may be new) and before binding anything.
-        secured = bool(settings.admin_token) or _has_live_tokens(url, settings)
+        secured = bool(settings.admin_token) or _has_tokens(url, settings)
         refusal = bind_refusal(bind_host, secured=secured, insecure=insecure)
         if refusal:
             typer.echo(f"jobq: {refusal}", err=True)
