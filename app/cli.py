@@ -59,7 +59,10 @@ def _settings():  # type: ignore[no-untyped-def]
     except ValidationError as exc:
         for err in exc.errors():
             name = "JOBQ_" + "_".join(str(p) for p in err["loc"]).upper()
-            typer.echo(f"jobq: {name}: {err['msg']}", err=True)
+            # "Value error, " is pydantic's prefix for a validator's ValueError: noise here;
+            # and a message that names its variable already needs no prefix.
+            msg = err["msg"].removeprefix("Value error, ")
+            typer.echo(f"jobq: {msg}" if msg.startswith(name) else f"jobq: {name}: {msg}", err=True)
         raise typer.Exit(2) from None
 
 
@@ -90,6 +93,39 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def bind_refusal(host: str, *, secured: bool, insecure: bool) -> str | None:
+    """Why ``jobq serve`` must not bind ``host``, or None when it may. Without any token
+    (none in the database, no JOBQ_ADMIN_TOKEN) anyone who reaches the port may do
+    anything, so only loopback is allowed, unless the operator says --insecure."""
+    if secured or insecure or _is_loopback(host):
+        return None
+    return (f"refusing to bind {host} with no access tokens (local mode is loopback only); "
+            "create one with `jobq tokens create --role admin`, set JOBQ_ADMIN_TOKEN, "
+            "or pass --insecure")
+
+
+def _has_tokens(url: str, settings) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the database ends local mode (a token, even a revoked one: revoking every
+    token locks the service, it does not open it), read as the service will read it."""
+    import asyncio
+
+    from jobq.core.tokens import TokenTable
+    from jobq.store.db import Database
+
+    async def read() -> bool:
+        db = Database(url, pool_size=1, timeout_s=settings.db_timeout_s,
+                      retry_after_s=settings.retry_after_s)
+        await db.open(wait=True)
+        try:
+            table = TokenTable(db, None)
+            await table.refresh()
+            return not table.local_mode
+        finally:
+            await db.close()
+
+    return asyncio.run(read())
+
+
 def _setup_logging(settings) -> None:  # type: ignore[no-untyped-def]
     from jobq.logs import configure
 
@@ -113,17 +149,25 @@ def serve(
     _setup_logging(settings)
     bind_host = host or settings.host
     bind_port = port if port is not None else settings.port
-    secured = bool(settings.admin_token)
-    if not secured and not _is_loopback(bind_host) and not insecure:
-        typer.echo(f"jobq: refusing to bind {bind_host} with no access tokens; create a token, "
-                   "set JOBQ_ADMIN_TOKEN, or pass --insecure", err=True)
-        raise typer.Exit(2)
-    if not secured:
-        typer.echo(f"jobq: local mode (no access tokens): serving on {bind_host} only", err=True)
 
     with ExitStack() as stack:
         url = _database(stack, settings)
         migrate(url)
+        # Tokens created with `jobq tokens create` count as much as JOBQ_ADMIN_TOKEN; they are
+        # read after migrating (the table may be new) and before binding anything.
+        secured = bool(settings.admin_token) or _has_tokens(url, settings)
+        refusal = bind_refusal(bind_host, secured=secured, insecure=insecure)
+        if refusal:
+            typer.echo(f"jobq: {refusal}", err=True)
+            raise typer.Exit(2)
+        if not secured:
+            if _is_loopback(bind_host):
+                typer.echo(f"jobq: local mode (no access tokens): serving on {bind_host} only, "
+                           "anyone who can reach it may do anything; `jobq tokens create` "
+                           "ends it", err=True)
+            else:
+                typer.echo(f"jobq: INSECURE: serving {bind_host} with no access tokens; anyone "
+                           "who can reach it may do anything", err=True)
         # uvicorn re-raises SIGTERM once it has shut down, with the handler that was there
         # before it started: make that one a no-op so our ExitStack (the embedded server's
         # stop) still runs, and the process exits 0.
@@ -236,9 +280,10 @@ def openapi(
 
 
 def main() -> None:
-    from jobq import cli_ops
+    from jobq import cli_ops, cli_tokens
 
     cli_ops.register(app)
+    cli_tokens.register(app)
     app()
 
 

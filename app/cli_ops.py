@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from jobq.client import Client, JobqError, TransportError
+from jobq.client import Client, Forbidden, JobqError, TransportError, Unauthorized
 
 Url = Annotated[str, typer.Option(envvar="JOBQ_URL", help="the service's base URL")]
 Token = Annotated[str | None, typer.Option(envvar="JOBQ_TOKEN", help="access token")]
@@ -65,6 +66,13 @@ def _client(url: str, token: str | None) -> Iterator[Client]:
     except TransportError as exc:
         # No HTTP answer at all: a wrong --url or JOBQ_URL is the usual cause, so name it.
         _fail(f"cannot reach {url}: {exc}")
+    except Unauthorized as exc:
+        # Say where the token comes from: the usual cause is none given, or an old one.
+        given = token if token is not None else os.environ.get("JOBQ_TOKEN")
+        hint = "check JOBQ_TOKEN or --token" if given else "set JOBQ_TOKEN or pass --token"
+        _fail(f"{exc} ({hint})")
+    except Forbidden as exc:
+        _fail(f"{exc} (this token's role or queues do not allow it)")
     except JobqError as exc:
         _fail(str(exc))
 

@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from jobq.domain.access import ADMIN_TOKEN_ALPHABET, MIN_ADMIN_TOKEN_LENGTH
+
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_POOL_SIZE = 10
 DEFAULT_DB_TIMEOUT_S = 5.0
@@ -55,6 +57,21 @@ class Settings(BaseSettings):
             return None
         if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
             raise ValueError("JOBQ_DATABASE_URL must start with postgresql://")
+        return value
+
+    @field_validator("admin_token")
+    @classmethod
+    def _check_admin_token(cls, value: str | None) -> str | None:
+        # Unset and empty both mean "no bootstrap token" (compose passes "" for an unset one).
+        if not value:
+            return None
+        # A short token can be guessed, and one with spaces or control characters cannot be
+        # sent in an Authorization header: say so at start, not as a 401 on every call.
+        if len(value) < MIN_ADMIN_TOKEN_LENGTH:
+            raise ValueError(f"JOBQ_ADMIN_TOKEN must be at least {MIN_ADMIN_TOKEN_LENGTH} "
+                             f"characters long (it has {len(value)}); use a long random secret")
+        if not ADMIN_TOKEN_ALPHABET.match(value):
+            raise ValueError("JOBQ_ADMIN_TOKEN must be printable ASCII without spaces")
         return value
 
     @model_validator(mode="after")

@@ -396,3 +396,35 @@ def test_serve_starts_embedded_postgres_keeps_jobs_and_stops_it(tmp_path: Path) 
         proc.wait(30)
     pid = _postmaster_pid(pgdata)
     assert pid is None or _gone(pid)
+
+
+def test_tokens_create_attaches_to_the_embedded_server_jobq_serve_runs(tmp_path: Path) -> None:
+    """Terminal 1: `jobq serve`; terminal 2, same directory: `jobq tokens create --role admin`.
+    The second attaches to the first's PostgreSQL, leaves it running when done, and the
+    token it prints works on the service within a second."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    pgdata = tmp_path / ".jobq" / "pgdata"
+    proc = _serve(tmp_path, port)
+    try:
+        _ready(url, proc)
+        pid = _postmaster_pid(pgdata)
+        assert httpx.get(url + "/v1/queues").status_code == 200  # local mode
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("JOBQ_DATABASE_URL", "JOBQ_ADMIN_TOKEN")}
+        env["PYTHONPATH"] = str(ROOT)
+        made = subprocess.run([sys.executable, "-m", "jobq.cli", "tokens", "create", "--role", "admin"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert made.returncode == 0, made.stderr
+        token = made.stdout.strip()
+        assert _postmaster_pid(pgdata) == pid and not _gone(pid, 0), "tokens stopped the server"
+        deadline = time.monotonic() + 5
+        while httpx.get(url + "/v1/queues").status_code != 401:
+            assert time.monotonic() < deadline, "the service did not leave local mode"
+            time.sleep(0.1)
+        assert httpx.get(url + "/v1/queues",
+                         headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    assert pid is not None and _gone(pid), "the embedded PostgreSQL outlived jobq serve"

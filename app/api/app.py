@@ -31,12 +31,6 @@ DESCRIPTION = """
 A durable job queue over HTTP, on PostgreSQL. Producers enqueue with `POST /v1/jobs`;
 workers claim with bounded leases from `/v1/leases`, heartbeat, ack or fail.
 
-Every call but `/healthz` and `/readyz` needs `Authorization: Bearer <token>` once the
-service has any token (`jobq tokens create`, or `JOBQ_ADMIN_TOKEN`): without a valid one it
-answers `401` with `WWW-Authenticate: Bearer`; a token whose role or queue pattern does not
-allow the call gets `403`. A job or lease outside the token's queues is answered `404`, as if
-it did not exist. With no token at all the service is in local mode and binds loopback only.
-
 Every 2xx that says a job was accepted means it is committed. Every 4xx and 5xx is
 `application/problem+json` (RFC 9457) with a `code`. Durations are integers in
 milliseconds (`*_ms`), times RFC 3339 in UTC, ids opaque strings.
@@ -53,6 +47,26 @@ field. Times sent are RFC 3339 strings with an offset, within years 1 to 9999 on
 (`9999-12-31T23:59:59-14:00` is refused); `delay_ms` and `retry_in_ms` are at most 10
 years, so no delay can reach past that either. Query parameters are text by nature and are
 parsed (`?limit=5`). A body over the size limit (default 1 MiB) is a 413 that names it.
+
+## Authentication
+
+Once any access token exists, every call but `/healthz` and `/readyz` needs the header
+`Authorization: Bearer <token>`. Tokens are made with `jobq tokens create --role
+producer|worker|admin [--queues PATTERN]` or `POST /v1/tokens`; each operation below says
+which roles may call it; this document and `/docs` need a token too. While no token was ever
+created and `JOBQ_ADMIN_TOKEN` is unset (local mode) the service listens on loopback only
+and needs no header; revoking every token does not bring local mode back.
+
+- `401 unauthorized`: no token, a token that is unknown or revoked, or a header that is not
+  `Bearer <token>`. The answer carries `WWW-Authenticate: Bearer realm="jobq"`, with
+  `error="invalid_token"` when a token was sent. Sending the same token again cannot help.
+- `403 forbidden`: a valid token whose role may not make the call, or a queue named in the
+  request outside the token's queue pattern (comma-separated shell-style globs such as
+  `tenant-a.*`). A job or lease of a queue outside the pattern answers `404`, as if absent.
+- `503 unavailable` with `Retry-After`: the service has not read the tokens from the
+  database yet (just started, database away).
+
+A revoked token stops working on every replica within a second.
 """
 
 

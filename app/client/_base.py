@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email.utils
 import json
+import os
 import random
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
@@ -20,6 +21,8 @@ from jobq.client._exceptions import APIError, RetryableError, error_class
 from jobq.client._models import NewJob
 
 USER_AGENT: Final = "jobq-python/0.1"
+# Where the clients, the worker and the CLI find the access token when none is passed.
+TOKEN_ENV: Final = "JOBQ_TOKEN"
 DEFAULT_TIMEOUT: Final = 30.0
 # A long-poll claim holds the request open for wait_ms; the read timeout must outlast it.
 CLAIM_TIMEOUT_MARGIN_S: Final = 10.0
@@ -228,6 +231,14 @@ def overload_pause(error: APIError, remaining: float) -> float | None:
 
 def next_poll(previous: float) -> float:
     return min(previous * 1.5, WAIT_POLL_MAX_S)
+
+
+def resolve_token(token: str | None) -> str | None:
+    """The token given, else ``JOBQ_TOKEN`` from the environment; ``""`` means none at all
+    (a way to send no token even when ``JOBQ_TOKEN`` is set)."""
+    if token is None:
+        token = os.environ.get(TOKEN_ENV)
+    return token or None
 
 
 def make_headers(token: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:

@@ -31,8 +31,11 @@ class Client:
 
     ``retry_overload`` (seconds or timedelta) lets a call wait out ``429 queue_full`` and
     ``503 unavailable`` by sleeping for the ``Retry-After`` the service sends, for at most
-    that much time in total per call; without it those answers raise at once. ``transport``
-    replaces httpx's network transport (``httpx.MockTransport`` in tests).
+    that much time in total per call; without it those answers raise at once. An answer
+    ``401`` (``Unauthorized``) or ``403`` (``Forbidden``) is never retried. ``token`` is
+    sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
+    (``token=""`` sends none). ``transport`` replaces httpx's network transport
+    (``httpx.MockTransport`` in tests).
     """
 
     def __init__(
@@ -49,7 +52,7 @@ class Client:
         self._retry_budget = b.seconds(retry_overload) if retry_overload is not None else 0.0
         self._http = httpx.Client(
             base_url=url,
-            headers=b.make_headers(token, headers),
+            headers=b.make_headers(b.resolve_token(token), headers),
             timeout=self._timeout,
             transport=transport,
         )

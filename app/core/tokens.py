@@ -93,11 +93,14 @@ class TokenTable:
         self._admin_hash = token_hash(admin_token) if admin_token else None
         self.loaded = False
         self._live: dict[str, _Live] = {}
+        # A token was ever created (revoked ones count): revoking every token must lock the
+        # door, not open it to anyone who reaches the address.
+        self._ever = False
 
     @property
     def local_mode(self) -> bool:
-        """No token at all: anyone who can reach the (loopback) address may do anything."""
-        return not self.admin_token and not self._live
+        """No token ever made: anyone who can reach the (loopback) address may do anything."""
+        return not self.admin_token and not self._live and not self._ever
 
     def authenticate(self, token: str) -> Principal | None:
         """The caller a token names; None when it names nobody. Constant-time in the secret:
@@ -125,6 +128,8 @@ class TokenTable:
         rows = await self.db.fetch(Q.TokensLive)
         live: dict[str, _Live] = {}
         for r in rows:
+            if r["revoked"]:
+                continue
             try:
                 principal = Principal(r["id"], Role(r["role"]), QueuePattern(r["queues"]))
             except ValueError:  # a row written by hand, wrongly: that token opens nothing
@@ -133,8 +138,9 @@ class TokenTable:
             live[r["id"]] = _Live(r["hash"], principal)
         if live.keys() != self._live.keys():
             log.info("access tokens: %d live%s", len(live),
-                     "" if live or self.admin_token else " (local mode)")
+                     "" if live or rows or self.admin_token else " (local mode)")
         self._live = live
+        self._ever = bool(rows)
         self.loaded = True
 
     def forget(self, token_id: str) -> None:

@@ -18,6 +18,7 @@ from jobq.worker._worker import (
     DEFAULT_WAIT_MS,
     Handler,
     Worker,
+    _hint,
 )
 
 log = logging.getLogger("jobq.worker")
@@ -112,6 +113,6 @@ def run_worker(
     try:
         worker.run()
     except APIError as exc:
-        log.error("worker stopped: %s", exc)
+        log.error("worker stopped: %s%s", exc, _hint(exc))
         return 1
     return 0

@@ -36,6 +36,7 @@ import httpx
 from jobq.client import (
     APIError,
     AsyncClient,
+    Forbidden,
     Job,
     Lease,
     LeaseLost,
@@ -44,6 +45,7 @@ from jobq.client import (
     RetryableError,
     ServerError,
     TransportError,
+    Unauthorized,
 )
 from jobq.worker._control import Discard, Retry
 from jobq.worker._threads import DaemonThreadPool
@@ -130,6 +132,9 @@ class _GaveUp(Exception):
 
 
 _TRANSIENT = (TransportError, RetryableError, ServerError)
+# The token is missing, unknown, revoked, or its role or queues do not allow the call: no
+# retry can change that, so the worker stops rather than ask again and again.
+_REFUSED = (Unauthorized, Forbidden)
 
 
 def describe(exc: BaseException) -> str:
@@ -173,6 +178,11 @@ class Worker:
 
     Without ``lease_ms`` the queue's lease length applies; the heartbeat rhythm is then read
     off the first ``locked_until``, which assumes the clocks agree to within seconds.
+
+    ``token`` is the access token (a ``worker`` token whose queues cover ``queues``);
+    without it ``JOBQ_TOKEN`` from the environment is used. An answer ``401`` or ``403`` to
+    any call (a wrong or revoked token, another role) stops the worker gracefully, and
+    ``run``/``run_async`` raise that ``Unauthorized`` or ``Forbidden``.
     """
 
     def __init__(
@@ -370,9 +380,7 @@ class Worker:
                 continue
             except APIError as exc:
                 # 401, 403, 422...: asking again will not help. Finish what we hold, then stop.
-                log.error("claim refused by the service (%s); stopping", exc)
-                self._fatal = exc
-                self._stop.set()
+                self._refused("claim", exc)
                 return
             except Exception:
                 # A bug or a surprising answer must not kill a worker that holds leases.
@@ -386,6 +394,13 @@ class Worker:
             elapsed = self._loop.time() - started
             if not leases and elapsed < MIN_EMPTY_POLL_S:
                 await self._pause((MIN_EMPTY_POLL_S - elapsed) * random.uniform(1.0, 1.5))
+
+    def _refused(self, call: str, exc: APIError) -> None:
+        """The service refused a call for good: stop (once), and let run_async raise it."""
+        if self._fatal is None:
+            self._fatal = exc
+            log.error("%s refused by the service (%s)%s; stopping", call, exc, _hint(exc))
+        self._stop.set()
 
     async def _until_stopped(self, aw: Coroutine[Any, Any, T]) -> T:
         """Await ``aw`` unless a stop comes first; then cancel it and raise ``_Stopped``."""
@@ -507,6 +522,9 @@ class Worker:
             code = await self._acker.ack(r.lease.lease_id, ack.result)
         except PayloadTooLarge as exc:
             return _Fail(f"the service refused the result as too large: {exc}", retry=False)
+        except _REFUSED as exc:
+            # A fail would be refused alike: the lease expires and the job runs again.
+            self._refused(f"ack of job {job.id}", exc)
         except _GaveUp:
             log.error("job %s: could not ack before exit; the lease will expire", job.id)
         except APIError as exc:
@@ -531,6 +549,8 @@ class Worker:
             )
         except (LeaseLost, NotFound) as exc:
             log.warning("job %s: fail answered %s; nothing more to do", job.id, exc.code)
+        except _REFUSED as exc:
+            self._refused(f"failure report of job {job.id}", exc)
         except _GaveUp:
             log.error("job %s: could not report the failure before exit", job.id)
         except APIError as exc:
@@ -565,7 +585,8 @@ class Worker:
                     task = asyncio.create_task(self._beat(r))
                     self._beat_tasks.add(task)
                     task.add_done_callback(self._beat_tasks.discard)
-            upcoming = [r.next_beat for r in waiting if not r.beating]
+            # A lease whose beat was refused (next_beat = inf) waits for nothing.
+            upcoming = [r.next_beat for r in waiting if not r.beating and r.next_beat != float("inf")]
             self._beats_changed.clear()
             timeout = max(0.0, min(upcoming) - now) if upcoming else None
             await _wait_event(self._beats_changed, timeout)
@@ -578,6 +599,10 @@ class Worker:
             r.next_beat = self._loop.time() + r.lease_s * HEARTBEAT_FRACTION
         except (LeaseLost, NotFound) as exc:
             self._lose(r, exc)
+        except _REFUSED as exc:
+            # No more beats for this lease: asking again would be refused alike.
+            r.next_beat = float("inf")
+            self._refused(f"heartbeat of job {job.id}", exc)
         except Exception as exc:
             # The lease may well still be held: try again soon, well before it runs out.
             retry_in = min(2.0, r.lease_s * HEARTBEAT_FRACTION / 2) * random.uniform(0.8, 1.2)
@@ -694,6 +719,14 @@ def _settle(future: asyncio.Future[str], value: str | BaseException) -> None:
         future.set_exception(value)
     else:
         future.set_result(value)
+
+
+def _hint(exc: APIError) -> str:
+    if isinstance(exc, Unauthorized):
+        return " (set JOBQ_TOKEN or pass --token / token=)"
+    if isinstance(exc, Forbidden):
+        return " (use a worker token whose queues cover this worker's)"
+    return ""
 
 
 def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

@@ -31,6 +31,10 @@ class FakeService:
         self.down = False
         self.refused = 0  # requests turned away while down
         self.claim_status: tuple[int, str] | None = None
+        # Answer this problem to every heartbeat, ack or fail (keys: "heartbeat", "ack",
+        # "fail"), as a service does to a revoked token; each refused call is recorded.
+        self.refuse: dict[str, tuple[int, str]] = {}
+        self.refused_calls: list[str] = []
         self.ack_latency = ack_latency
         self._next_id = 0
         self.claimed = asyncio.Event()
@@ -62,6 +66,10 @@ class FakeService:
         parts = request.url.path.strip("/").split("/")
         if parts == ["v1", "leases"]:
             return await self._claim(body)
+        action = "ack" if parts == ["v1", "leases", "ack"] else parts[3] if len(parts) > 3 else ""
+        if action in self.refuse:
+            self.refused_calls.append(action)
+            return _problem(*self.refuse[action])
         if parts == ["v1", "leases", "ack"]:
             await asyncio.sleep(self.ack_latency)
             self.ack_batches.append(len(body["acks"]))

@@ -112,7 +112,10 @@ def test_enqueue_sends_the_contract_body_and_bearer_token() -> None:
     assert job.created_at == datetime(2030, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 
 
-def test_enqueue_omits_what_was_not_given_and_sends_no_token_when_none() -> None:
+def test_enqueue_omits_what_was_not_given_and_sends_no_token_when_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("JOBQ_TOKEN", raising=False)
     rec = Recorder(ok(job_json(), 201))
     client(rec).enqueue("t")
     assert rec.body() == {"type": "t"}
@@ -269,6 +272,55 @@ def test_connection_failure_is_a_transport_error() -> None:
     with pytest.raises(jobq.TransportError) as info:
         client(Recorder(refuse)).get("1")
     assert isinstance(info.value.__cause__, httpx.ConnectError)
+
+
+# Access tokens
+
+
+async def test_the_token_comes_from_jobq_token_unless_one_is_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("JOBQ_TOKEN", "from-the-environment")
+    rec = Recorder(lambda _: ok(job_json()))
+    client(rec).get("17")
+    assert rec.last.headers["authorization"] == "Bearer from-the-environment"
+    client(rec, token="given").get("17")
+    assert rec.last.headers["authorization"] == "Bearer given"
+    client(rec, token="").get("17")  # "": no token at all, whatever the environment says
+    assert "authorization" not in rec.last.headers
+    async with AsyncClient(URL, transport=httpx.MockTransport(rec)) as c:
+        await c.get("17")
+    assert rec.last.headers["authorization"] == "Bearer from-the-environment"
+
+
+@pytest.mark.parametrize(
+    "answer, cls",
+    [
+        (lambda _: problem(401, "unauthorized",
+                           headers={"WWW-Authenticate": 'Bearer realm="jobq"'}), jobq.Unauthorized),
+        (lambda _: problem(403, "forbidden"), jobq.Forbidden),
+        # A proxy's own refusal, not problem+json: still the typed error, by status.
+        (lambda _: httpx.Response(401, text="<html>401</html>"), jobq.Unauthorized),
+        (lambda _: httpx.Response(403, text="denied"), jobq.Forbidden),
+    ],
+)
+async def test_401_and_403_raise_at_once_and_are_never_retried(
+    monkeypatch: pytest.MonkeyPatch, answer: Callable[[httpx.Request], httpx.Response], cls: type
+) -> None:
+    slept: list[float] = []
+    monkeypatch.setattr("jobq.client._client.time.sleep", slept.append)
+    rec = Recorder(answer, lambda _: ok(job_json(), 201))
+    with pytest.raises(cls) as info:
+        client(rec, token="t", retry_overload=60).enqueue("t")
+    assert len(rec.requests) == 1 and slept == []
+    assert info.value.status in (401, 403)
+    assert not isinstance(info.value, jobq.RetryableError)
+
+    rec = Recorder(answer, lambda _: ok({"leases": []}))
+    async with AsyncClient(URL, transport=httpx.MockTransport(rec), retry_overload=60) as c:
+        with pytest.raises(cls):
+            await c.claim(["q"], worker_id="w", wait_ms=0)
+    assert len(rec.requests) == 1
 
 
 # Waiting out overload

@@ -259,6 +259,35 @@ async def test_a_refused_claim_stops_the_worker_with_the_error() -> None:
         await asyncio.wait_for(make_worker(fake, {"t": lambda j: None}).run_async(), 2)
 
 
+async def test_a_refused_heartbeat_stops_the_worker_instead_of_beating_again() -> None:
+    fake = FakeService()
+    job_id = fake.add("t")
+    # A token revoked while the job runs: every call of this worker is refused from now on.
+    fake.refuse = {"heartbeat": (401, "unauthorized"), "fail": (401, "unauthorized")}
+
+    async def long_job(job: jobq.Job) -> None:
+        await asyncio.sleep(60)
+
+    worker = make_worker(fake, {"t": long_job}, lease_ms=150, concurrency=1, grace_period=0.3)
+    with pytest.raises(jobq.Unauthorized):
+        await asyncio.wait_for(worker.run_async(), 5)
+    # One beat refused, then the hand-back of the job (refused too); no retry of either, and
+    # no more claims once refused.
+    assert fake.refused_calls == ["heartbeat", "fail"]
+    assert len(fake.claims) == 1 and job_id not in fake.acks
+
+
+async def test_a_refused_ack_stops_the_worker_and_sends_no_fail() -> None:
+    fake = FakeService()
+    fake.add("t")
+    fake.refuse = {"ack": (403, "forbidden")}
+    worker = make_worker(fake, {"t": lambda j: "done"})
+    with pytest.raises(jobq.Forbidden):
+        await asyncio.wait_for(worker.run_async(), 5)
+    assert fake.refused_calls == ["ack"]
+    assert fake.fails == {} and fake.acks == {}
+
+
 def test_worker_checks_its_arguments() -> None:
     with pytest.raises(ValueError, match="queues"):
         Worker(URL, queues=[], handlers={"t": print})
