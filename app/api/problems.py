@@ -10,8 +10,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
-from starlette.routing import Match
 
+from jobq.api.hot import resolved_routes
 from jobq.domain import errors as e
 
 PROBLEM = "application/problem+json"
@@ -85,11 +85,16 @@ _METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 def _allowed_methods(request: Request) -> str:
     """Every method the path answers to. Starlette's own Allow names only the first route
     that matched the path, and GET and POST /v1/jobs are two routes (RFC 9110: Allow lists
-    the target's methods). Asking the router per method also sees into included routers."""
-    routes = request.app.router.routes
-    allowed = [m for m in _METHODS
-               if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)]
-    return ", ".join(allowed)
+    the target's methods); the resolved routes include those of included routers.
+    A path that some route spells out literally is that route's resource, not a value of
+    another route's parameter: /v1/jobs/batch is the batch endpoint (POST), not job "batch"
+    of GET /v1/jobs/{job_id}, which could only answer 404 there."""
+    path = request.scope["path"]
+    matching = [rc for rc in resolved_routes(request.app.router.routes)
+                if rc.path_regex.match(path)]
+    literal = [rc for rc in matching if "{" not in rc.path]
+    methods = {m for rc in literal or matching for m in getattr(rc, "methods", None) or ()}
+    return ", ".join(m for m in _METHODS if m in methods)
 
 
 def install(app: FastAPI) -> None:
@@ -128,3 +133,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_unexpected)
+
