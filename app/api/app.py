@@ -101,6 +101,7 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     problems.install(app)
     for module in (jobs, leases, queues, dead, metrics, health):
         app.include_router(module.router)
+    problems.install_document(app)
     # Built from the routes just included, and built either way, so that a route the hot
     # paths cannot honour fails here, not on its first request.
     hot = hot_routes(app.router.routes)

@@ -8,6 +8,7 @@ from starlette.responses import Response
 from jobq.api import render
 from jobq.api.deps import context
 from jobq.api.hot import hot
+from jobq.api.problems import GUARDED, answers
 from jobq.api.schemas import (
     AckBody,
     AckManyBody,
@@ -25,11 +26,13 @@ from jobq.domain.jobs import Failure
 
 router = APIRouter(prefix="/v1/leases", tags=["leases"])
 
-_LOST = {409: {"description": "`lease_lost`: the lease is no longer held; nothing changed"},
-         404: {"description": "`not_found`: no such lease"}}
+_LOST = answers(*GUARDED, 413, 422, notes={
+    404: "`not_found`: no such lease",
+    409: "`lease_lost`: the lease is no longer held; nothing changed"})
 
 
-@router.post("", response_model=LeaseList, summary="Claim jobs")
+@router.post("", response_model=LeaseList, summary="Claim jobs",
+             responses=answers(*GUARDED, 413, 422))
 @hot
 async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(context)) -> Response:
     """Leases up to `limit` claimable jobs. Queues are tried in the order listed, as
@@ -47,7 +50,8 @@ async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(contex
     })
 
 
-@router.post("/ack", response_model=AckManyPublic, summary="Ack many leases")
+@router.post("/ack", response_model=AckManyPublic, summary="Ack many leases",
+             responses=answers(*GUARDED, 413, 422))
 @hot
 async def ack_many(body: AckManyBody, ctx: Context = Depends(context)) -> Response:
     """Each lease is answered on its own, in request order: one lost lease does not fail
