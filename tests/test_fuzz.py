@@ -81,8 +81,15 @@ SCHEMA = schemathesis.openapi.from_path(openapi.DOCUMENT, config=CONFIG)
 PROBES = ("/healthz", "/readyz")
 GUARDED_SCHEMA = SCHEMA.exclude(path=list(PROBES))
 
+SEEDED_JOBS = 12
+# Where the leases come from that cases with a lease id use; no fuzzed claim names it.
+LEASES_QUEUE = "fuzz-leases-7f3a"
+
+LEASE_BATCH = 20
+
 # A long random secret, as an operator would set it.
 ADMIN_TOKEN = secrets.token_urlsafe(48)
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 TALLY: Counter[str] = Counter()
 
@@ -93,23 +100,32 @@ HYPOTHESIS = settings(
 )
 
 
-def _started(admin_url: str, template_db: str, env: dict[str, str]) -> Iterator[LiveServer]:
-    name = pg.clone(admin_url, template_db)
-    server = LiveServer(pg.with_database(admin_url, name), env=env)
-    try:
-        server.start()
-        _seed(server.url, {"Authorization": f"Bearer {ADMIN_TOKEN}"} if env else {})
-        yield server
-    finally:
-        server.stop()
-        pg.drop(admin_url, name)
+class Target:
+    """A running ``jobq serve`` on its own database, with the admin's headers (if any), and a
+    spare supply of live leases for the cases that name one."""
 
+    def __init__(self, server: LiveServer, headers: dict[str, str]) -> None:
+        self.server = server
+        self.url = server.url
+        self.client = httpx.Client(base_url=server.url, headers=headers, timeout=10)
+        self.spare: list[str] = []
 
-def _seed(url: str, headers: dict[str, str]) -> None:
-    """Some jobs in every status, so that the small ids the fuzz tries (job ids are 1, 2, ...)
-    name real jobs and reads, cancels and retries reach past the 404."""
-    with httpx.Client(base_url=url, headers=headers, timeout=10) as c:
-        for i in range(12):
+    def lease(self) -> str:
+        if not self.spare:
+            # Claimed a batch at a time, and long enough that none ends before it is used.
+            jobs = [{"type": "fuzz", "queue": LEASES_QUEUE}] * LEASE_BATCH
+            assert self.client.post("/v1/jobs/batch", json={"jobs": jobs}).status_code == 201
+            r = self.client.post("/v1/leases", json={
+                "worker_id": "fuzz", "queues": [LEASES_QUEUE], "limit": LEASE_BATCH,
+                "lease_ms": 3_600_000})
+            self.spare = [lease["lease_id"] for lease in r.json()["leases"]]
+            assert self.spare, r.text
+        return self.spare.pop()
+
+    def seed(self) -> None:
+        """Jobs 1 to SEEDED_JOBS, in every status, for the cases that name a real job."""
+        c = self.client
+        for i in range(SEEDED_JOBS):
             r = c.post("/v1/jobs", json={"type": f"t{i % 3}", "payload": {"i": i},
                                          "queue": "default" if i % 2 else "other"})
             assert r.status_code == 201, r.text
@@ -121,17 +137,32 @@ def _seed(url: str, headers: dict[str, str]) -> None:
         assert c.post(f"/v1/leases/{leases[1]}/fail", json={"error": "boom"}).status_code == 200
         assert c.post(f"/v1/leases/{leases[2]}/fail",
                       json={"error": "fatal", "retry": False}).status_code == 200
-        assert c.post("/v1/jobs/12/cancel").status_code == 200
+        assert c.post(f"/v1/jobs/{SEEDED_JOBS}/cancel").status_code == 200
+
+
+def _started(admin_url: str, template_db: str, env: dict[str, str],
+             headers: dict[str, str]) -> Iterator[Target]:
+    name = pg.clone(admin_url, template_db)
+    server = LiveServer(pg.with_database(admin_url, name), env=env)
+    try:
+        server.start()
+        target = Target(server, headers)
+        with target.client:
+            target.seed()
+            yield target
+    finally:
+        server.stop()
+        pg.drop(admin_url, name)
 
 
 @pytest.fixture(scope="module")
-def local_server(admin_url: str, template_db: str) -> Iterator[LiveServer]:
-    yield from _started(admin_url, template_db, {})
+def local_server(admin_url: str, template_db: str) -> Iterator[Target]:
+    yield from _started(admin_url, template_db, {}, {})
 
 
 @pytest.fixture(scope="module")
-def token_server(admin_url: str, template_db: str) -> Iterator[LiveServer]:
-    yield from _started(admin_url, template_db, {"JOBQ_ADMIN_TOKEN": ADMIN_TOKEN})
+def token_server(admin_url: str, template_db: str) -> Iterator[Target]:
+    yield from _started(admin_url, template_db, {"JOBQ_ADMIN_TOKEN": ADMIN_TOKEN}, ADMIN)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -141,12 +172,31 @@ def summary() -> Iterator[None]:
     print(f"\nfuzz: {TALLY['cases']} cases, {TALLY['5xx']} 5xx ({ways})")
 
 
-def _call(case: Any, server: LiveServer, way: str, headers: dict[str, str] | None = None) -> Any:
+def _aimed(case: Any, target: Target, turn: int) -> None:
+    """Every other case names a real job or a live lease instead of the random id it was
+    generated with, which would only ever be a 404: so that the fuzzed bodies of ack, fail and
+    heartbeat reach a lease, and reads, cancels and retries reach a job."""
+    if turn % 2:
+        return
+    params = case.path_parameters or {}
+    if "job_id" in params:
+        params["job_id"] = str(1 + turn // 2 % SEEDED_JOBS)
+    if "lease_id" in params:
+        params["lease_id"] = target.lease()
+    if case.path == "/v1/leases/ack" and isinstance(case.body, dict):
+        acks = case.body.get("acks")
+        if isinstance(acks, list) and acks and isinstance(acks[0], dict):
+            acks[0]["lease_id"] = target.lease()
+
+
+def _call(case: Any, target: Target, way: str, headers: dict[str, str], *, aim: bool = True) -> Any:
     if case.path == "/v1/leases" and isinstance(case.body, dict):
         wait = case.body.get("wait_ms")
         if type(wait) is int and wait > MAX_FUZZ_WAIT_MS:
             case.body["wait_ms"] = MAX_FUZZ_WAIT_MS
-    response = case.call(base_url=server.url, headers=headers)
+    if aim:
+        _aimed(case, target, TALLY[way])
+    response = case.call(base_url=target.url, headers=headers)
     TALLY["cases"] += 1
     TALLY[way] += 1
     if response.status_code >= 500:
@@ -157,18 +207,17 @@ def _call(case: Any, server: LiveServer, way: str, headers: dict[str, str] | Non
 @pytest.mark.slow
 @SCHEMA.parametrize()
 @HYPOTHESIS
-def test_local_mode(case: Any, local_server: LiveServer) -> None:
-    response = _call(case, local_server, "local mode")
+def test_local_mode(case: Any, local_server: Target) -> None:
+    response = _call(case, local_server, "local mode", {})
     case.validate_response(response)
 
 
 @pytest.mark.slow
 @SCHEMA.parametrize()
 @HYPOTHESIS
-def test_with_token(case: Any, token_server: LiveServer) -> None:
-    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    response = _call(case, token_server, "with token", headers)
-    case.validate_response(response, headers=headers)
+def test_with_token(case: Any, token_server: Target) -> None:
+    response = _call(case, token_server, "with token", ADMIN)
+    case.validate_response(response, headers=ADMIN)
 
 
 # The cases take turns: no Authorization header, or one of these, none of them the admin's.
@@ -181,10 +230,11 @@ WRONG = [None, f"Bearer {ADMIN_TOKEN[:-1]}", "Bearer ", f"Basic {ADMIN_TOKEN}",
 @GUARDED_SCHEMA.parametrize()
 # Not shrunk: a failing case is reported as it was found (the check is one status).
 @settings(HYPOTHESIS, phases=[Phase.explicit, Phase.reuse, Phase.generate], report_multiple_bugs=False)
-def test_without_a_valid_token_every_call_is_401(case: Any, token_server: LiveServer) -> None:
+def test_without_a_valid_token_every_call_is_401(case: Any, token_server: Target) -> None:
     authorization = WRONG[TALLY["without token"] % len(WRONG)]
     headers = {} if authorization is None else {"Authorization": authorization}
-    response = _call(case, token_server, "without token", headers)
+    # No aiming at real ids: every call, whatever it names, must stop at the token.
+    response = _call(case, token_server, "without token", headers, aim=False)
     assert response.status_code == 401, (response.status_code, response.text[:300])
     assert response.headers["content-type"].split(";")[0] == "application/problem+json"
     assert response.json()["code"] == "unauthorized"
@@ -193,6 +243,6 @@ def test_without_a_valid_token_every_call_is_401(case: Any, token_server: LiveSe
 
 
 @pytest.mark.parametrize("path", PROBES)
-def test_probes_need_no_token(token_server: LiveServer, path: str) -> None:
+def test_probes_need_no_token(token_server: Target, path: str) -> None:
     r = httpx.get(token_server.url + path, timeout=10)
     assert r.status_code == 200, r.text
