@@ -235,7 +235,7 @@ def document_access(schema: dict[str, Any], routes: Sequence[BaseRoute]) -> dict
                 op["security"] = []
                 continue
             responses = op.setdefault("responses", {})
-            responses["401"] = {
+            responses["401"] = responses.get("401") or {
                 "description": "`unauthorized`: no token, or not a valid one (with `WWW-Authenticate: Bearer`)",
                 "headers": {"WWW-Authenticate": {"schema": {"type": "string"}}},
                 "content": problem_content,

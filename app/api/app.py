@@ -13,6 +13,7 @@ from fastapi.routing import APIRoute
 
 from jobq.api import problems
 from jobq.api.access import Authenticate, caller, check_rules, document_access
+from jobq.api.deps import known_query
 from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
 from jobq.api.routes import dead, health, jobs, leases, metrics, queues, tokens
@@ -152,9 +153,10 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     app.state.tokens = token_table
     problems.install(app)
     for module in (jobs, leases, queues, dead, metrics, tokens):
-        app.include_router(module.router, dependencies=[Depends(caller)])
-    app.include_router(health.router)
+        app.include_router(module.router, dependencies=[Depends(caller), Depends(known_query)])
+    app.include_router(health.router, dependencies=[Depends(known_query)])
     public_paths = check_rules(app.router.routes)
+    problems.install_document(app)
     _document_access(app)
     # Built from the routes just included, and built either way, so that a route the hot
     # paths cannot honour fails here, not on its first request.

@@ -1,7 +1,9 @@
-"""problem+json (RFC 9457): the one table from errors to answers."""
+"""problem+json (RFC 9457): the one table from errors to answers, and how the OpenAPI document
+declares those answers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -10,8 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
-from starlette.routing import Match
 
+from jobq.api.hot import resolved_routes
 from jobq.domain import errors as e
 
 PROBLEM = "application/problem+json"
@@ -87,11 +89,16 @@ _METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 def _allowed_methods(request: Request) -> str:
     """Every method the path answers to. Starlette's own Allow names only the first route
     that matched the path, and GET and POST /v1/jobs are two routes (RFC 9110: Allow lists
-    the target's methods). Asking the router per method also sees into included routers."""
-    routes = request.app.router.routes
-    allowed = [m for m in _METHODS
-               if any(r.matches({**request.scope, "method": m})[0] is Match.FULL for r in routes)]
-    return ", ".join(allowed)
+    the target's methods); the resolved routes include those of included routers.
+    A path that some route spells out literally is that route's resource, not a value of
+    another route's parameter: /v1/jobs/batch is the batch endpoint (POST), not job "batch"
+    of GET /v1/jobs/{job_id}, which could only answer 404 there."""
+    path = request.scope["path"]
+    matching = [rc for rc in resolved_routes(request.app.router.routes)
+                if rc.path_regex.match(path)]
+    literal = [rc for rc in matching if "{" not in rc.path]
+    methods = {m for rc in literal or matching for m in getattr(rc, "methods", None) or ()}
+    return ", ".join(m for m in _METHODS if m in methods)
 
 
 def install(app: FastAPI) -> None:
@@ -130,3 +137,110 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_unexpected)
+
+
+# ---------------------------------------------------------------------------------------------
+# The OpenAPI side. Every route lists, with ``responses=answers(...)``, the error statuses it
+# can answer; each is declared as problem+json with the schemas below. The property-based fuzz
+# (tests/test_fuzz.py) holds the service to these declarations: an undeclared status, content
+# type or header fails it.
+
+CODES = ("validation_error", "not_found", "lease_lost", "queue_full", "idempotency_conflict",
+         "invalid_state", "unauthorized", "forbidden", "payload_too_large", "method_not_allowed",
+         "unavailable")
+
+_REF = "#/components/schemas/"
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "Problem": {
+        "title": "Problem",
+        "description": "RFC 9457 problem details with our own `code`: the body of every 4xx and 5xx.",
+        "type": "object",
+        "required": ["type", "title", "status", "detail", "code"],
+        "properties": {
+            "type": {"type": "string", "description": f"`{TYPE_BASE}{{code}}`"},
+            "title": {"type": "string"},
+            "status": {"type": "integer", "description": "the HTTP status of the answer"},
+            "detail": {"type": "string"},
+            "code": {"type": "string", "enum": list(CODES)},
+            "errors": {"type": "array", "items": {"$ref": _REF + "ProblemItem"},
+                       "description": "`validation_error` only: each thing wrong, and where"},
+        },
+    },
+    "ProblemItem": {
+        "title": "ProblemItem",
+        "type": "object",
+        "required": ["loc", "msg"],
+        "properties": {
+            "loc": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+                    "description": "`body`, `query` or `path`, then names and list indexes"},
+            "msg": {"type": "string"},
+        },
+    },
+}
+
+# What each status means wherever it is answered; a route may say more (``notes``).
+MEANING: dict[int, str] = {
+    401: "`unauthorized`: once any access token exists, a call without a known bearer token",
+    403: "`forbidden`: the token's role may not make this call, or the queue is outside its pattern",
+    404: "`not_found`",
+    409: "`invalid_state`",
+    413: "`payload_too_large`: the body is over the size limit (default 1 MiB)",
+    422: "`validation_error`: the request does not fit this document; `errors` says where",
+    429: "`queue_full`, with `Retry-After` in whole seconds; nothing enqueued",
+    503: "`unavailable`: the database did not answer in time; try again after `Retry-After` seconds",
+}
+
+_RETRY_AFTER = {"Retry-After": {"description": "whole seconds, at least 1", "required": True,
+                                "schema": {"type": "string", "pattern": "^[0-9]+$"}}}
+HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"description": "`Bearer`", "required": True,
+                               "schema": {"type": "string"}}},
+    429: _RETRY_AFTER,
+    503: _RETRY_AFTER,
+}
+
+# Every call but the probes is behind the access tokens and reads the database.
+GUARDED = (401, 403, 503)
+
+
+def answers(*statuses: int, notes: Mapping[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route: each status as problem+json, described by ``notes`` or by
+    ``MEANING``."""
+    notes = notes or {}
+    declared: dict[int | str, dict[str, Any]] = {}
+    for status in sorted(set(statuses) | set(notes)):
+        answer: dict[str, Any] = {
+            "description": notes.get(status) or MEANING[status],
+            "content": {PROBLEM: {"schema": {"$ref": _REF + "Problem"}}},
+        }
+        if status in HEADERS:
+            answer["headers"] = HEADERS[status]
+        declared[status] = answer
+    return declared
+
+
+def install_document(app: FastAPI) -> None:
+    """Adds the problem schemas to the app's OpenAPI document, and takes out the 422 FastAPI
+    declares on its own for every route with a parameter: that one names a body we never send
+    (``HTTPValidationError``), and routes whose parameters cannot be wrong (a job id is any
+    string; an unknown one is a 404) never answer 422 at all. Routes that can declare it with
+    ``answers(422)``."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = build()  # FastAPI's, cached on the app: adjusted once, in place
+            for path in document.get("paths", {}).values():
+                for operation in path.values():
+                    responses = operation.get("responses", {})
+                    schema = responses.get("422", {}).get("content", {}).get("application/json", {})
+                    if schema.get("schema", {}).get("$ref") == _REF + "HTTPValidationError":
+                        del responses["422"]
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            schemas.pop("HTTPValidationError", None)
+            schemas.pop("ValidationError", None)
+            schemas.update(SCHEMAS)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -10,6 +10,7 @@ from starlette.responses import Response
 from jobq.api import render
 from jobq.api.access import caller, require_queues
 from jobq.api.deps import context
+from jobq.api.problems import GUARDED, answers
 from jobq.api.schemas import DeadFilter, Purged, QueueName, Replayed, Text255
 from jobq.core import dead as core
 from jobq.core.context import Context
@@ -18,7 +19,8 @@ from jobq.domain.access import Principal
 router = APIRouter(prefix="/v1/dead", tags=["dead letters"])
 
 
-@router.post("/replay", response_model=Replayed, summary="Replay dead jobs")
+@router.post("/replay", response_model=Replayed, summary="Replay dead jobs",
+             responses=answers(*GUARDED, 413, 422))
 async def replay_dead(body: DeadFilter | None = Body(default=None),
                       ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
     """Matching dead jobs (all of them, or the oldest `limit`) go back to `pending`, visible
@@ -31,7 +33,7 @@ async def replay_dead(body: DeadFilter | None = Body(default=None),
     return render.json_response({"replayed": n})
 
 
-@router.delete("", response_model=Purged, summary="Purge dead jobs")
+@router.delete("", response_model=Purged, summary="Purge dead jobs", responses=answers(*GUARDED, 422))
 async def purge_dead(
     queue: Annotated[QueueName | None, Query()] = None,
     type: Annotated[Text255 | None, Query()] = None,  # noqa: A002 - the contract's name

@@ -7,6 +7,7 @@ from starlette.responses import Response
 
 from jobq.api import render
 from jobq.api.deps import context
+from jobq.api.problems import answers
 from jobq.core.context import Context
 from jobq.domain.errors import Unavailable
 from jobq.store.migrate import head_revision
@@ -20,7 +21,11 @@ async def healthz() -> Response:
     return render.json_response({"status": "ok"})
 
 
-@router.get("/readyz", summary="Readiness", responses={503: {"description": "`unavailable`"}})
+_NOT_READY = {503: "`unavailable`: the database cannot be reached, or its schema is not the one "
+                   "this code needs"}
+
+
+@router.get("/readyz", summary="Readiness", responses=answers(notes=_NOT_READY))
 async def readyz(ctx: Context = Depends(context)) -> Response:
     current = await ctx.schema_revision()
     if current != _HEAD:

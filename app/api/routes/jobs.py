@@ -11,6 +11,7 @@ from jobq.api import render
 from jobq.api.access import caller, require_queues
 from jobq.api.deps import context
 from jobq.api.hot import hot
+from jobq.api.problems import GUARDED, answers
 from jobq.api.schemas import (
     JobBatchCreate,
     JobBatchPublic,
@@ -28,12 +29,14 @@ from jobq.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
+_IDEMPOTENCY = {409: "`idempotency_conflict`: the key names a job with another type or payload"}
 _ENQUEUE_RESPONSES = {
     200: {"model": JobPublic, "description": "idempotent replay: the existing job, nothing new"},
-    409: {"description": "`idempotency_conflict`: the key names a job with another type or payload"},
-    422: {"description": "`validation_error`"},
-    429: {"description": "`queue_full`, with `Retry-After` in whole seconds; nothing enqueued"},
+    201: {"description": "enqueued", "headers": {"Location": {
+        "description": "`/v1/jobs/{id}`", "required": True, "schema": {"type": "string"}}}},
+    **answers(*GUARDED, 413, 422, 429, notes=_IDEMPOTENCY),
 }
+_JOB = {404: "`not_found`: no such job"}
 
 
 @router.post("", status_code=201, response_model=JobPublic, responses=_ENQUEUE_RESPONSES,
@@ -55,7 +58,9 @@ async def create_job(body: JobCreate, ctx: Context = Depends(context),
 
 
 @router.post("/batch", status_code=201, response_model=JobBatchPublic,
-             responses={429: {"description": "`queue_full`: a target queue would pass max_depth"}},
+             responses=answers(*GUARDED, 413, 422, notes={
+                 **_IDEMPOTENCY, 429: "`queue_full`: a target queue would pass max_depth; nothing "
+                                      "enqueued. `Retry-After` in whole seconds"}),
              summary="Enqueue up to 1000 jobs, all or nothing")
 @hot
 async def create_jobs(body: JobBatchCreate, ctx: Context = Depends(context),
@@ -69,7 +74,8 @@ async def create_jobs(body: JobBatchCreate, ctx: Context = Depends(context),
     return render.json_response({"jobs": [render.job(o.job) for o in outs]}, 201)
 
 
-@router.get("", response_model=JobPage, summary="List jobs, newest first")
+@router.get("", response_model=JobPage, summary="List jobs, newest first",
+            responses=answers(*GUARDED, 422))
 async def list_jobs(
     queue: Annotated[QueueName | None, Query()] = None,
     status: Annotated[JobStatus | None, Query()] = None,
@@ -90,7 +96,8 @@ async def list_jobs(
     return render.json_response({"jobs": [render.job(j) for j in jobs], "next_cursor": next_cursor})
 
 
-@router.get("/{job_id}", response_model=JobPublic, summary="Read a job")
+@router.get("/{job_id}", response_model=JobPublic, summary="Read a job",
+            responses=answers(*GUARDED, notes=_JOB))
 async def get_job(job_id: str, ctx: Context = Depends(context),
                   who: Principal = Depends(caller)) -> Response:
     """A job outside the token's queues is `404`, as if it did not exist: ids leak nothing."""
@@ -98,7 +105,7 @@ async def get_job(job_id: str, ctx: Context = Depends(context),
 
 
 @router.post("/{job_id}/cancel", response_model=JobPublic, summary="Cancel a job",
-             responses={409: {"description": "`invalid_state`: the job has finished"}})
+             responses=answers(*GUARDED, notes={**_JOB, 409: "`invalid_state`: the job has finished"}))
 async def cancel_job(job_id: str, ctx: Context = Depends(context),
                      who: Principal = Depends(caller)) -> Response:
     """A waiting job becomes `cancelled`; so does a running one, whose lease dies: its
@@ -107,7 +114,8 @@ async def cancel_job(job_id: str, ctx: Context = Depends(context),
 
 
 @router.post("/{job_id}/retry", response_model=JobPublic, summary="Retry a job now",
-             responses={409: {"description": "`invalid_state`: not dead, cancelled or failed"}})
+             responses=answers(*GUARDED, notes={
+                 **_JOB, 409: "`invalid_state`: not dead, cancelled or failed"}))
 async def retry_job(job_id: str, ctx: Context = Depends(context),
                     who: Principal = Depends(caller)) -> Response:
     """A `dead`, `cancelled` or `failed` job goes back to `pending`, visible now, `attempt`

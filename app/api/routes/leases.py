@@ -9,6 +9,7 @@ from jobq.api import render
 from jobq.api.access import caller, require_queues
 from jobq.api.deps import context
 from jobq.api.hot import hot
+from jobq.api.problems import GUARDED, answers
 from jobq.api.schemas import (
     AckBody,
     AckManyBody,
@@ -27,11 +28,13 @@ from jobq.domain.jobs import Failure
 
 router = APIRouter(prefix="/v1/leases", tags=["leases"])
 
-_LOST = {409: {"description": "`lease_lost`: the lease is no longer held; nothing changed"},
-         404: {"description": "`not_found`: no such lease"}}
+_LOST = answers(*GUARDED, 413, 422, notes={
+    404: "`not_found`: no such lease",
+    409: "`lease_lost`: the lease is no longer held; nothing changed"})
 
 
-@router.post("", response_model=LeaseList, summary="Claim jobs")
+@router.post("", response_model=LeaseList, summary="Claim jobs",
+             responses=answers(*GUARDED, 413, 422))
 @hot
 async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(context),
                 who: Principal = Depends(caller)) -> Response:
@@ -51,7 +54,8 @@ async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(contex
     })
 
 
-@router.post("/ack", response_model=AckManyPublic, summary="Ack many leases")
+@router.post("/ack", response_model=AckManyPublic, summary="Ack many leases",
+             responses=answers(*GUARDED, 413, 422))
 @hot
 async def ack_many(body: AckManyBody, ctx: Context = Depends(context),
                    who: Principal = Depends(caller)) -> Response:

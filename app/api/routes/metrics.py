@@ -7,13 +7,19 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import Response
 
 from jobq.api.deps import context
+from jobq.api.problems import GUARDED, answers
 from jobq.core import metrics
 from jobq.core.context import Context
 
 router = APIRouter(tags=["metrics"])
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+_TEXT = {200: {"description": "Prometheus text exposition format",
+               "content": {"text/plain": {"schema": {"type": "string"}}}}}
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response,
+            responses={**_TEXT, **answers(*GUARDED)})
 async def get_metrics(ctx: Context = Depends(context)) -> Response:
     """Counters and histograms of this service (all its worker processes), and gauges of
     waiting depth, counts by status and oldest-waiting age read from the database."""

@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from jobq.api import render
 from jobq.api.deps import context
+from jobq.api.problems import GUARDED, answers
 from jobq.api.schemas import TokenCreate, TokenCreated, TokenList, TokenPublic
 from jobq.core import tokens as core
 from jobq.core.context import Context
@@ -28,7 +29,8 @@ def _table(request: Request) -> TokenTable:
     return table
 
 
-@router.post("", status_code=201, response_model=TokenCreated, summary="Create a token")
+@router.post("", status_code=201, response_model=TokenCreated, summary="Create a token",
+             responses=answers(*GUARDED, 413, 422))
 async def create_token(body: TokenCreate, request: Request,
                        ctx: Context = Depends(context)) -> Response:
     """The answer holds the token itself, this once; the service keeps only its hash. It
@@ -40,14 +42,14 @@ async def create_token(body: TokenCreate, request: Request,
                                 {"Location": f"/v1/tokens/{info.id}"})
 
 
-@router.get("", response_model=TokenList, summary="List tokens")
+@router.get("", response_model=TokenList, summary="List tokens", responses=answers(*GUARDED))
 async def list_tokens(ctx: Context = Depends(context)) -> Response:
     """Every token ever created, revoked ones included, newest first; never a secret."""
     return render.json_response({"tokens": [_public(i) for i in await core.list_all(ctx.db)]})
 
 
 @router.delete("/{token_id}", response_model=TokenPublic, summary="Revoke a token",
-               responses={404: {"description": "`not_found`: no such token"}})
+               responses=answers(*GUARDED, notes={404: "`not_found`: no such token"}))
 async def revoke_token(token_id: str, request: Request, ctx: Context = Depends(context)) -> Response:
     """The token stops working on this replica at once and on every other within a second.
     Revoking a revoked token changes nothing and answers it again."""
