@@ -926,3 +926,23 @@ async def test_database_going_away_answers_503_then_recovers(
     assert (await client.get(f"/v1/jobs/{job['id']}")).status_code == 200
     [lease] = await claim(client)
     assert lease["job"]["id"] == job["id"]
+
+
+async def test_an_unknown_query_parameter_is_422_and_changes_nothing(client: httpx.AsyncClient) -> None:
+    # A typo must not widen the request: this purge would otherwise take every dead job of q.
+    for t in ("a", "b"):
+        job = (await client.post("/v1/jobs", json={"type": t, "queue": "q", "max_attempts": 1})).json()
+        lease = (await client.post("/v1/leases", json={"worker_id": "w", "queues": ["q"]})).json()
+        await client.post(f"/v1/leases/{lease['leases'][0]['lease_id']}/fail", json={"error": "x"})
+        assert (await client.get(f"/v1/jobs/{job['id']}")).json()["status"] == "dead"
+    r = await client.delete("/v1/dead", params={"queue": "q", "tpye": "a"})
+    assert r.status_code == 422
+    assert r.json()["errors"] == [{"loc": ["query", "tpye"], "msg": r.json()["detail"]}]
+    assert r.json()["detail"] == "unknown query parameter 'tpye'; this route takes limit, queue, type"
+    dead = (await client.get("/v1/jobs", params={"queue": "q", "status": "dead"})).json()["jobs"]
+    assert len(dead) == 2
+    # The hot routes too (they take no query at all), and the probes.
+    r = await client.post("/v1/jobs?queue=elsewhere", json={"type": "t"})
+    assert r.status_code == 422 and r.json()["errors"][0]["loc"] == ["query", "queue"]
+    assert (await client.get("/healthz?verbose=1")).status_code == 422
+    assert (await client.get("/v1/jobs", params={"limit": 1})).status_code == 200
