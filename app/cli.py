@@ -90,6 +90,18 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _tokens_created(url: str) -> bool:
+    """Whether the database ever had an access token (before its first migration: no)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT to_regclass('tokens') IS NOT NULL").fetchone()
+        if not row or not row[0]:
+            return False
+        row = conn.execute("SELECT EXISTS (SELECT 1 FROM tokens)").fetchone()
+        return bool(row and row[0])
+
+
 def _setup_logging(settings) -> None:  # type: ignore[no-untyped-def]
     from jobq.logs import configure
 
@@ -113,16 +125,18 @@ def serve(
     _setup_logging(settings)
     bind_host = host or settings.host
     bind_port = port if port is not None else settings.port
-    secured = bool(settings.admin_token)
-    if not secured and not _is_loopback(bind_host) and not insecure:
-        typer.echo(f"jobq: refusing to bind {bind_host} with no access tokens; create a token, "
-                   "set JOBQ_ADMIN_TOKEN, or pass --insecure", err=True)
-        raise typer.Exit(2)
-    if not secured:
-        typer.echo(f"jobq: local mode (no access tokens): serving on {bind_host} only", err=True)
 
     with ExitStack() as stack:
         url = _database(stack, settings)
+        # A token created with `jobq tokens create` counts as much as JOBQ_ADMIN_TOKEN: the
+        # contract's local mode is "none created, no JOBQ_ADMIN_TOKEN".
+        secured = bool(settings.admin_token) or _tokens_created(url)
+        if not secured and not _is_loopback(bind_host) and not insecure:
+            typer.echo(f"jobq: refusing to bind {bind_host} with no access tokens; create a token, "
+                       "set JOBQ_ADMIN_TOKEN, or pass --insecure", err=True)
+            raise typer.Exit(2)
+        if not secured:
+            typer.echo(f"jobq: local mode (no access tokens): serving on {bind_host} only", err=True)
         migrate(url)
         # uvicorn re-raises SIGTERM once it has shut down, with the handler that was there
         # before it started: make that one a no-op so our ExitStack (the embedded server's

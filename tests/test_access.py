@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,7 +25,7 @@ from jobq.api.hot import resolved_routes
 from jobq.core import tokens
 from jobq.domain.access import Role
 from jobq.store.db import Database
-from tests.conftest import LiveServer, make_settings
+from tests.conftest import ROOT, LiveServer, make_settings
 from tests.helpers import problem
 
 pytestmark = pytest.mark.timeout(90)
@@ -351,12 +354,7 @@ async def test_local_mode_needs_no_token_until_the_first_is_created(database_url
 
         # The first token, written on the database as `jobq tokens create` does, from
         # another process's connection: this app learns of it within its refresh period.
-        db = Database(database_url, pool_size=1, timeout_s=3, retry_after_s=1)
-        await db.open(wait=True)
-        try:
-            _, token = await tokens.create(db, Role.PRODUCER, "*")
-        finally:
-            await db.close()
+        token = await create_token_on(database_url, Role.PRODUCER)
         await wait_for_status(c, "GET", "/v1/jobs", 401, within_s=1.5)
         unauthorized(await c.post("/v1/jobs", json={"type": "t"}))
         assert (await c.get("/v1/jobs", headers=bearer(token))).status_code == 200
@@ -437,6 +435,59 @@ async def test_tokens_apply_on_every_replica_within_a_second(
 def test_serve_says_it_is_in_local_mode(live_server: LiveServer) -> None:
     log = Path(live_server.log.name).read_text()
     assert "local mode" in log and "127.0.0.1" in log, log
+
+
+async def test_revoking_the_last_token_does_not_return_to_local_mode(database_url: str) -> None:
+    """Local mode is for a database that never had a token: once one was created, revoking
+    every token locks the service (a new one comes from `jobq tokens create` on the database);
+    it must not open a service that may be bound to a public address by now to anyone."""
+    app = create_app(make_settings(database_url))
+    async with app.router.lifespan_context(app), client_of(app) as c:
+        r = await c.post("/v1/tokens", json={"role": "admin"})
+        admin, token_id = bearer(r.json()["token"]), r.json()["id"]
+        assert (await c.delete(f"/v1/tokens/{token_id}", headers=admin)).status_code == 200
+        await app.state.tokens.refresh()  # as the next periodic read would
+        unauthorized(await c.get("/v1/queues"))
+        unauthorized(await c.post("/v1/tokens", json={"role": "admin"}))
+        assert not app.state.tokens.local_mode
+    # nor when a replica starts on that database
+    app = create_app(make_settings(database_url))
+    async with app.router.lifespan_context(app), client_of(app) as c:
+        unauthorized(await c.get("/v1/queues"))
+
+
+async def create_token_on(database_url: str, role: Role, revoke: bool = False) -> str:
+    """A token made on the database, as `jobq tokens create` does."""
+    db = Database(database_url, pool_size=1, timeout_s=3, retry_after_s=1)
+    await db.open(wait=True)
+    try:
+        info, token = await tokens.create(db, role, "*")
+        if revoke:
+            await tokens.revoke(db, info.id)
+    finally:
+        await db.close()
+    return token
+
+
+@pytest.mark.timeout(120)
+def test_serve_binds_a_public_address_only_once_a_token_exists(database_url: str) -> None:
+    env = {**os.environ, "JOBQ_DATABASE_URL": database_url}
+    env.pop("JOBQ_ADMIN_TOKEN", None)
+    refused = subprocess.run(
+        [sys.executable, "-m", "jobq.cli", "serve", "--host", "0.0.0.0", "--port", "0"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert "refusing to bind 0.0.0.0" in refused.stderr
+    # A token created on the database (here: and revoked since) is no local mode.
+    asyncio.run(create_token_on(database_url, Role.ADMIN, revoke=True))
+    server = LiveServer(database_url, env={"JOBQ_HOST": "0.0.0.0"})
+    try:
+        server.start()
+        log = Path(server.log.name).read_text()
+        assert "local mode" not in log and "refusing" not in log, log
+        unauthorized(httpx.get(server.url + "/v1/queues", timeout=10))
+    finally:
+        server.stop()
 
 
 # --- the bootstrap admin token, and secrets ----------------------------------------------------

@@ -92,11 +92,15 @@ class TokenTable:
         self.admin_token = admin_token
         self.loaded = False
         self._live: dict[str, _Live] = {}
+        # Whether the database ever had a token. Revoking the last one must not re-open the
+        # service to anyone: it may be bound to a public address by then (jobq serve allows
+        # that once a token exists).
+        self._ever = False
 
     @property
     def local_mode(self) -> bool:
-        """No token at all: anyone who can reach the (loopback) address may do anything."""
-        return not self.admin_token and not self._live
+        """No token ever: anyone who can reach the (loopback) address may do anything."""
+        return not self.admin_token and not self._ever
 
     def authenticate(self, token: str) -> Principal | None:
         """The caller a token names; None when it names nobody. Constant-time in the secret:
@@ -129,9 +133,12 @@ class TokenTable:
                 log.warning("token %s has an unusable role or queue pattern; it is ignored", r["id"])
                 continue
             live[r["id"]] = _Live(r["hash"], principal)
+        if not self._ever:  # read until the first token appears; rows are never deleted
+            ever = await self.db.fetch_one(Q.TokensEver)
+            self._ever = bool(live) or bool(ever and ever["ever"])
         if live.keys() != self._live.keys():
             log.info("access tokens: %d live%s", len(live),
-                     "" if live or self.admin_token else " (local mode)")
+                     " (local mode)" if self.local_mode else "")
         self._live = live
         self.loaded = True
 

@@ -405,3 +405,7 @@ RETURNING id, name, role, queues, created_at, revoked_at;
 -- name: TokensLive
 -- What each replica keeps in memory to check requests against, re-read every half second.
 SELECT id, role, queues, hash FROM tokens WHERE revoked_at IS NULL;
+
+-- name: TokensEver
+-- Whether any token was ever created, revoked ones included: local mode is only for a database that never had one.
+SELECT EXISTS (SELECT 1 FROM tokens) AS ever;
