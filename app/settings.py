@@ -19,7 +19,9 @@ DEFAULT_RETRY_AFTER_S = 1
 class Settings(BaseSettings):
     """Service configuration. Every field is ``JOBQ_<NAME>`` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="JOBQ_", extra="ignore")
+    # hide_input_in_errors: a refused JOBQ_ADMIN_TOKEN (or a URL with a password) is not
+    # echoed into logs.
+    model_config = SettingsConfigDict(env_prefix="JOBQ_", extra="ignore", hide_input_in_errors=True)
 
     database_url: str | None = Field(
         default=None,
@@ -55,6 +57,24 @@ class Settings(BaseSettings):
             return None
         if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
             raise ValueError("JOBQ_DATABASE_URL must start with postgresql://")
+        return value
+
+    @field_validator("admin_token")
+    @classmethod
+    def _check_admin_token(cls, value: str | None) -> str | None:
+        # One a client can never present (too short to be secret, a space, the form of a
+        # database token, which is looked up as one) is refused at start, not found out
+        # as a lock-out later.
+        from jobq.domain.access import ADMIN_TOKEN_ALPHABET, MIN_ADMIN_TOKEN_LENGTH, token_id_of
+
+        if value is None or value == "":
+            return None
+        if len(value) < MIN_ADMIN_TOKEN_LENGTH:
+            raise ValueError(f"JOBQ_ADMIN_TOKEN must be at least {MIN_ADMIN_TOKEN_LENGTH} characters")
+        if not ADMIN_TOKEN_ALPHABET.match(value):
+            raise ValueError("JOBQ_ADMIN_TOKEN must be printable ASCII without spaces")
+        if token_id_of(value) is not None:
+            raise ValueError("JOBQ_ADMIN_TOKEN must not look like a token of `jobq tokens create`")
         return value
 
     @model_validator(mode="after")

@@ -19,6 +19,7 @@ import httpx
 import psycopg
 import pytest
 from fastapi import FastAPI
+from pydantic import ValidationError
 
 from jobq.api.app import create_app
 from jobq.api.hot import resolved_routes
@@ -563,3 +564,25 @@ async def test_a_bad_token_request_is_a_validation_error(database_url: str,
         r = await c.post("/v1/tokens", json=body, headers=bearer(ADMIN_TOKEN))
         problem(r, 422, "validation_error")
         assert rows(database_url, "SELECT count(*) FROM tokens") == [(0,)]
+
+
+@pytest.mark.parametrize("value", [
+    "short", "fifteen-chars-x", "has a space in the middle", "tab\there-0123456789",
+    "ünïcode-not-ascii-0123", "jq_0123456789ab_" + "A" * 43,
+])
+def test_an_admin_token_no_client_could_present_is_refused_at_start(value: str) -> None:
+    """Too short to be a secret, or never matched (a header cannot carry it; a database
+    token's form is looked up in the database): refused when the service starts, and the
+    refusal does not print it."""
+    with pytest.raises(ValidationError) as info:
+        make_settings("postgresql://x@127.0.0.1/y", admin_token=value)
+    assert "JOBQ_ADMIN_TOKEN" in str(info.value) and value not in str(info.value)
+    env = {**os.environ, "JOBQ_ADMIN_TOKEN": value, "JOBQ_DATABASE_URL": "postgresql://x@127.0.0.1:1/y"}
+    done = subprocess.run([sys.executable, "-m", "jobq.cli", "serve", "--port", "0"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "JOBQ_ADMIN_TOKEN" in done.stderr, done.stderr
+    assert value not in done.stderr + done.stdout
+
+
+def test_an_empty_admin_token_is_none() -> None:
+    assert make_settings("postgresql://x@127.0.0.1/y", admin_token="").admin_token is None
