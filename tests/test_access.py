@@ -26,6 +26,7 @@ from jobq.api.hot import resolved_routes
 from jobq.core import tokens
 from jobq.domain.access import Role
 from jobq.store.db import Database
+from jobq.store.queries import Q
 from tests.conftest import ROOT, LiveServer, make_settings
 from tests.helpers import problem
 
@@ -586,3 +587,66 @@ def test_an_admin_token_no_client_could_present_is_refused_at_start(value: str) 
 
 def test_an_empty_admin_token_is_none() -> None:
     assert make_settings("postgresql://x@127.0.0.1/y", admin_token="").admin_token is None
+
+
+async def test_a_token_row_written_wrongly_by_hand_opens_nothing_and_stops_nothing(
+        database_url: str) -> None:
+    """A row whose pattern does not compile is skipped; the other tokens are still read, so
+    a revocation still applies (an exception there would stop every later read)."""
+    app = create_app(make_settings(database_url))
+    async with app.router.lifespan_context(app), client_of(app) as c:
+        worker = await token_for(app, Role.WORKER)
+        odd = "jq_0123456789ab_" + "A" * 43
+        with psycopg.connect(database_url) as conn:
+            conn.execute("INSERT INTO tokens (id, role, queues, hash) VALUES "
+                         "('0123456789ab', 'admin', '[z-a]', %s)",
+                         (hashlib.sha256(odd.encode()).hexdigest(),))
+        await app.state.tokens.refresh()
+        unauthorized(await c.get("/v1/queues", headers=bearer(odd)), invalid=True)
+        claim = {"worker_id": "w", "queues": ["q"]}
+        assert (await c.post("/v1/leases", json=claim, headers=worker)).status_code == 200
+        with psycopg.connect(database_url) as conn:
+            conn.execute("UPDATE tokens SET revoked_at = now() WHERE id <> '0123456789ab'")
+        await app.state.tokens.refresh()
+        unauthorized(await c.post("/v1/leases", json=claim, headers=worker), invalid=True)
+
+
+@pytest.mark.parametrize("change", ["create", "revoke"])
+async def test_a_read_of_the_tokens_in_flight_does_not_undo_a_change_made_here(
+        database_url: str, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """A token created here works here at once, and one revoked here stops at once, even
+    when a periodic read that began before the change ends after it (its rows are older)."""
+    app = create_app(make_settings(database_url, admin_token=ADMIN_TOKEN))
+    async with app.router.lifespan_context(app), client_of(app) as c:
+        admin, claim = bearer(ADMIN_TOKEN), {"worker_id": "w", "queues": ["q"]}
+        worker: dict[str, str] = {}
+        token_id = ""
+        if change == "revoke":
+            r = await c.post("/v1/tokens", json={"role": "worker"}, headers=admin)
+            worker, token_id = bearer(r.json()["token"]), r.json()["id"]
+        table = app.state.tokens
+        read, fetch = asyncio.Event(), table.db.fetch
+        slow: list[asyncio.Task[None]] = []
+
+        async def slow_fetch(sql: str, params: Any = None) -> Any:
+            rows = await fetch(sql, params)
+            if sql == Q.TokensLive and asyncio.current_task() in slow:
+                read.set()  # read before the change; applied after it
+                await asyncio.sleep(0.3)
+            return rows
+
+        monkeypatch.setattr(table.db, "fetch", slow_fetch)
+        stale = asyncio.create_task(table.refresh())
+        slow.append(stale)
+        await read.wait()
+        if change == "create":
+            r = await c.post("/v1/tokens", json={"role": "worker"}, headers=admin)
+            assert r.status_code == 201, r.text
+            worker = bearer(r.json()["token"])
+            want = 200
+        else:
+            assert (await c.delete(f"/v1/tokens/{token_id}", headers=admin)).status_code == 200
+            want = 401
+        assert (await c.post("/v1/leases", json=claim, headers=worker)).status_code == want
+        await stale
+        assert (await c.post("/v1/leases", json=claim, headers=worker)).status_code == want

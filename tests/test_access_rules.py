@@ -54,7 +54,7 @@ BAD_TOKEN = "jq_0123456789ab_" + "A" * 43
 def _app_routes() -> list[Any]:
     # Building the app connects to nothing (the pool opens in the lifespan).
     app = create_app(Settings(database_url="postgresql://nobody@127.0.0.1:1/none"))
-    return [rc for rc in resolved_routes(app.router.routes)]
+    return resolved_routes(app.router.routes)
 
 
 ROUTES = _app_routes()
@@ -79,8 +79,10 @@ class Call:
 class World:
     """An app with one token per caller, and a full admin for setting the scene."""
 
-    def __init__(self, app: FastAPI, client: httpx.AsyncClient, database_url: str) -> None:
+    def __init__(self, app: FastAPI, client: httpx.AsyncClient, database_url: str,
+                 hot: bool) -> None:
         self.app = app
+        self.hot = hot
         self.client = client
         self.database_url = database_url
         self.headers: dict[str, dict[str, str]] = {"none": {},
@@ -306,8 +308,7 @@ async def world(request: pytest.FixtureRequest, database_url: str,
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://jobq", timeout=30) as client:
-            w = World(app, client, database_url)
-            w.hot = request.param  # type: ignore[attr-defined]
+            w = World(app, client, database_url, hot=request.param)
             await w.add_tokens()
             yield w
 
@@ -352,7 +353,7 @@ async def test_route_by_caller_by_scope(world: World, passed_on: list[str], name
         if want in ("401", "403", "404", "ok-without"):
             # Refused: nothing written, not a job, a lease, a queue setting or a token.
             assert world.snapshot() == before, case
-        if world.hot:  # type: ignore[attr-defined]
+        if world.hot:
             # A hot route is answered hot, refusals included; the others are handed on to
             # FastAPI, but for a request without a valid token, which reaches no route at all.
             handed = len(passed_on) - handed_on

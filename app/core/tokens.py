@@ -96,6 +96,9 @@ class TokenTable:
         # service to anyone: it may be bound to a public address by then (jobq serve allows
         # that once a token exists).
         self._ever = False
+        # One read at a time, applied in the order begun: a periodic read that began before
+        # a change made here must not end after the read that follows the change, and undo it.
+        self._reading = asyncio.Lock()
 
     @property
     def local_mode(self) -> bool:
@@ -124,6 +127,10 @@ class TokenTable:
         return self.authenticate(token) if token is not None else None
 
     async def refresh(self) -> None:
+        async with self._reading:
+            await self._read()
+
+    async def _read(self) -> None:
         rows = await self.db.fetch(Q.TokensLive)
         live: dict[str, _Live] = {}
         for r in rows:
@@ -142,9 +149,11 @@ class TokenTable:
         self._live = live
         self.loaded = True
 
-    def forget(self, token_id: str) -> None:
-        """A revocation made by this process applies here before the next read."""
+    async def forget(self, token_id: str) -> None:
+        """A revocation made by this process applies here at once: dropped now, and read
+        again after any read that began before it was committed."""
         self._live.pop(token_id, None)
+        await self.refresh()
 
     async def run(self, every_s: float = REFRESH_S) -> None:
         """Re-read the live tokens for ever. A failed read keeps the last table: revoking a
