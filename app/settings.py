@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from jobq.domain.access import ADMIN_TOKEN_ALPHABET, MIN_ADMIN_TOKEN_LENGTH
+from jobq.domain.access import ADMIN_TOKEN_ALPHABET, MIN_ADMIN_TOKEN_LENGTH, token_id_of
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_POOL_SIZE = 10
@@ -21,7 +21,9 @@ DEFAULT_RETRY_AFTER_S = 1
 class Settings(BaseSettings):
     """Service configuration. Every field is ``JOBQ_<NAME>`` in the environment."""
 
-    model_config = SettingsConfigDict(env_prefix="JOBQ_", extra="ignore")
+    # hide_input_in_errors: a refused JOBQ_ADMIN_TOKEN (or a URL with a password) is not
+    # echoed into logs.
+    model_config = SettingsConfigDict(env_prefix="JOBQ_", extra="ignore", hide_input_in_errors=True)
 
     database_url: str | None = Field(
         default=None,
@@ -72,6 +74,9 @@ class Settings(BaseSettings):
                              f"characters long (it has {len(value)}); use a long random secret")
         if not ADMIN_TOKEN_ALPHABET.match(value):
             raise ValueError("JOBQ_ADMIN_TOKEN must be printable ASCII without spaces")
+        # One of the form of a database token would be looked up as one, and never match.
+        if token_id_of(value) is not None:
+            raise ValueError("JOBQ_ADMIN_TOKEN must not look like a token of `jobq tokens create`")
         return value
 
     @model_validator(mode="after")

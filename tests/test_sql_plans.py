@@ -214,7 +214,11 @@ def args(big_url: str) -> dict[str, Any]:
 # Values that differ by statement: a retry is of a dead job, not of the running one.
 ARGS_FOR: dict[str, dict[str, str]] = {"JobRetry": {"job_id": "dead_id"}}
 # Values of a statement's own: a queue is created with the domain's defaults.
-VALUES_FOR: dict[str, dict[str, Any]] = {"QueueEnsure": QUEUE_DEFAULTS.as_params()}
+VALUES_FOR: dict[str, dict[str, Any]] = {
+    "QueueEnsure": QUEUE_DEFAULTS.as_params(),
+    # a token's columns are NOT NULL; "queues" is a pattern here, not the claim's list
+    "TokenInsert": {"id": "0123456789ab", "role": "admin", "queues": "*", "hash": "0" * 64},
+}
 
 
 def _literal(conn: psycopg.Connection[Any], value: object) -> str:

@@ -93,14 +93,18 @@ class TokenTable:
         self._admin_hash = token_hash(admin_token) if admin_token else None
         self.loaded = False
         self._live: dict[str, _Live] = {}
-        # A token was ever created (revoked ones count): revoking every token must lock the
-        # door, not open it to anyone who reaches the address.
+        # Whether the database ever had a token. Revoking the last one must not re-open the
+        # service to anyone: it may be bound to a public address by then (jobq serve allows
+        # that once a token exists).
         self._ever = False
+        # One read at a time, applied in the order begun: a periodic read that began before
+        # a change made here must not end after the read that follows the change, and undo it.
+        self._reading = asyncio.Lock()
 
     @property
     def local_mode(self) -> bool:
-        """No token ever made: anyone who can reach the (loopback) address may do anything."""
-        return not self.admin_token and not self._live and not self._ever
+        """No token ever: anyone who can reach the (loopback) address may do anything."""
+        return not self.admin_token and not self._ever
 
     def authenticate(self, token: str) -> Principal | None:
         """The caller a token names; None when it names nobody. Constant-time in the secret:
@@ -125,27 +129,33 @@ class TokenTable:
         return self.authenticate(token) if token is not None else None
 
     async def refresh(self) -> None:
+        async with self._reading:
+            await self._read()
+
+    async def _read(self) -> None:
         rows = await self.db.fetch(Q.TokensLive)
         live: dict[str, _Live] = {}
         for r in rows:
-            if r["revoked"]:
-                continue
             try:
                 principal = Principal(r["id"], Role(r["role"]), QueuePattern(r["queues"]))
             except ValueError:  # a row written by hand, wrongly: that token opens nothing
                 log.warning("token %s has an unusable role or queue pattern; it is ignored", r["id"])
                 continue
             live[r["id"]] = _Live(r["hash"], principal)
+        if not self._ever:  # read until the first token appears; rows are never deleted
+            ever = await self.db.fetch_one(Q.TokensEver)
+            self._ever = bool(live) or bool(ever and ever["ever"])
         if live.keys() != self._live.keys():
             log.info("access tokens: %d live%s", len(live),
-                     "" if live or rows or self.admin_token else " (local mode)")
+                     " (local mode)" if self.local_mode else "")
         self._live = live
-        self._ever = bool(rows)
         self.loaded = True
 
-    def forget(self, token_id: str) -> None:
-        """A revocation made by this process applies here before the next read."""
+    async def forget(self, token_id: str) -> None:
+        """A revocation made by this process applies here at once: dropped now, and read
+        again after any read that began before it was committed."""
         self._live.pop(token_id, None)
+        await self.refresh()
 
     async def run(self, every_s: float = REFRESH_S) -> None:
         """Re-read the live tokens for ever. A failed read keeps the last table: revoking a

@@ -48,7 +48,10 @@ class QueuePattern:
             raise ValueError("a queue pattern is one or more globs separated by commas")
         self.text = ",".join(globs)
         self.regex = "^(?:" + "|".join(_glob_regex(g) for g in globs) + ")$"
-        self._match = re.compile(self.regex).match
+        try:
+            self._match = re.compile(self.regex).match
+        except re.error as exc:  # a ValueError is what callers (and the API's 422) expect
+            raise ValueError(f"not a usable queue pattern: {exc}") from None
 
     @property
     def is_all(self) -> bool:
@@ -67,7 +70,6 @@ class QueuePattern:
         return hash(self.text)
 
 
-
 def _glob_regex(glob: str) -> str:
     out: list[str] = []
     i = 0
@@ -79,7 +81,10 @@ def _glob_regex(glob: str) -> str:
         elif c == "?":
             out.append(".")
         elif c == "[":
-            end = glob.find("]", i + 1 if glob[i:i + 1] in ("!", "]") else i)
+            # As in fnmatch, a "]" first in the set (after "[" or "[!") is a member.
+            start = i + 1 if glob[i:i + 1] == "!" else i
+            start = start + 1 if glob[start:start + 1] == "]" else start
+            end = glob.find("]", start)
             if end < 0:
                 out.append(_escape(c))  # a lone "[" matches itself, as in fnmatch
                 continue
@@ -88,15 +93,34 @@ def _glob_regex(glob: str) -> str:
             negate = body.startswith("!")
             if negate:
                 body = body[1:]
-            # Inside brackets only ASCII letters, digits and ranges are kept literally; any
-            # other character is escaped (see _escape).
-            chars = "".join(ch if _plain(ch) or ch == "-" else _escape(ch) for ch in body)
-            out.append(f"[{'^' if negate else ''}{chars}]")
+            out.append(f"[{'^' if negate else ''}{_members(body)}]")
         elif _plain(c):
             out.append(c)
         else:
             out.append(_escape(c))
     return "".join(out)
+
+
+def _members(body: str) -> str:
+    """A set's members: ``x-y`` ranges and single characters. A "-" that ends no range is
+    escaped like any other character: PostgreSQL refuses ``[a-c-e]``, which Python reads."""
+    out: list[str] = []
+    k = 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            lo, hi = body[k], body[k + 2]
+            if lo > hi:
+                raise ValueError(f"the range {lo}-{hi} of a queue pattern is out of order")
+            out.append(f"{_member(lo)}-{_member(hi)}")
+            k += 3
+        else:
+            out.append(_member(body[k]))
+            k += 1
+    return "".join(out)
+
+
+def _member(c: str) -> str:
+    return c if _plain(c) else _escape(c)
 
 
 def _plain(c: str) -> bool:

@@ -403,7 +403,9 @@ UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = %(id)s
 RETURNING id, name, role, queues, created_at, revoked_at;
 
 -- name: TokensLive
--- What each replica keeps in memory to check requests against, re-read every half second:
--- the live tokens, and whether any was revoked (revoking the last one must not reopen local
--- mode). Tens of rows: no index needed.
-SELECT id, role, queues, hash, revoked_at IS NOT NULL AS revoked FROM tokens;
+-- What each replica keeps in memory to check requests against, re-read every half second.
+SELECT id, role, queues, hash FROM tokens WHERE revoked_at IS NULL;
+
+-- name: TokensEver
+-- Whether any token was ever created, revoked ones included: local mode is only for a database that never had one.
+SELECT EXISTS (SELECT 1 FROM tokens) AS ever;

@@ -54,5 +54,5 @@ async def revoke_token(token_id: str, request: Request, ctx: Context = Depends(c
     """The token stops working on this replica at once and on every other within a second.
     Revoking a revoked token changes nothing and answers it again."""
     info = await core.revoke(ctx.db, token_id)
-    _table(request).forget(token_id)
+    await _table(request).forget(token_id)
     return render.json_response(_public(info))
