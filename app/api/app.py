@@ -47,7 +47,8 @@ not booleans, `1.0` is not an integer), each with a 422 whose `errors[].loc` nam
 field. Times sent are RFC 3339 strings with an offset, within years 1 to 9999 once in UTC
 (`9999-12-31T23:59:59-14:00` is refused); `delay_ms` and `retry_in_ms` are at most 10
 years, so no delay can reach past that either. Query parameters are text by nature and are
-parsed (`?limit=5`). A body over the size limit (default 1 MiB) is a 413 that names it.
+parsed (`?limit=5`); one a route does not take is a 422 too, so that a misspelt filter
+cannot widen a listing or a purge. A body over the size limit (default 1 MiB) is a 413 that names it.
 
 ## Authentication
 
