@@ -650,3 +650,29 @@ async def test_a_read_of_the_tokens_in_flight_does_not_undo_a_change_made_here(
         assert (await c.post("/v1/leases", json=claim, headers=worker)).status_code == want
         await stale
         assert (await c.post("/v1/leases", json=claim, headers=worker)).status_code == want
+
+
+async def test_a_websocket_without_a_valid_token_is_closed_before_it_is_accepted(secured: FastAPI) -> None:
+    # No route speaks WebSocket today; the first one added must not be the way around the check.
+    async def handshake(headers: list[tuple[bytes, bytes]]) -> list[dict[str, object]]:
+        sent: list[dict[str, object]] = []
+        messages = [{"type": "websocket.connect"}]
+
+        async def receive() -> dict[str, object]:
+            return messages.pop(0) if messages else {"type": "websocket.disconnect", "code": 1000}
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        scope = {"type": "websocket", "path": "/v1/jobs", "raw_path": b"/v1/jobs", "root_path": "",
+                 "query_string": b"", "headers": headers, "scheme": "ws", "server": ("t", 80),
+                 "client": ("c", 1), "subprotocols": [], "asgi": {"version": "3.0"}, "app": secured}
+        await secured(scope, receive, send)
+        return sent
+
+    for headers in ([], [(b"authorization", b"Bearer " + b"x" * 30)]):
+        assert await handshake(headers) == [{"type": "websocket.close", "code": 1008}]
+    # With the admin's token it gets past the check, to the router, which has no such route.
+    admin = secured.state.admin_headers["Authorization"].encode()
+    sent = await handshake([(b"authorization", admin)])
+    assert sent and sent[0].get("code") != 1008

@@ -161,7 +161,7 @@ class Authenticate:
         self.retry_after_s = retry_after_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):  # lifespan
             await self.app(scope, receive, send)
             return
         path = scope["path"]
@@ -172,6 +172,16 @@ class Authenticate:
             await self.app(scope, receive, send)
             return
         tokens = self.tokens
+        if scope["type"] == "websocket":
+            # None is served today; the first one added is behind the same door. Closed
+            # before it is accepted: the server answers the handshake with a 403.
+            principal = tokens.caller(bearer(scope)) if tokens.loaded else None
+            if principal is None:
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            scope[SCOPE_KEY] = principal
+            await self.app(scope, receive, send)
+            return
         if not tokens.loaded:
             response = problem(503, "unavailable", "Service unavailable",
                                "the access tokens have not been read from the database yet",
