@@ -167,6 +167,19 @@ def live_server(database_url: str) -> Iterator[LiveServer]:
     server.stop()
 
 
+@pytest.fixture
+def replicas(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Two service processes on one database, as two replicas behind a load balancer."""
+    a, b = LiveServer(database_url), LiveServer(database_url)
+    try:
+        a.start()
+        b.start()
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
 async def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):  # type: ignore[no-untyped-def]
     """Poll an async predicate until it returns something truthy."""
     deadline = time.monotonic() + timeout_s

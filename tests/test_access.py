@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -377,18 +377,6 @@ async def test_the_first_token_created_over_http_ends_local_mode_at_once(databas
 
 
 # --- revocation and the first token on every replica -----------------------------------------
-
-
-@pytest.fixture
-def replicas(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
-    a, b = LiveServer(database_url), LiveServer(database_url)
-    try:
-        a.start()
-        b.start()
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
 
 
 @pytest.mark.timeout(120)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -540,22 +539,10 @@ async def test_metrics_in_process_counters_follow_operations(client: httpx.Async
     assert sample(after, "jobq_job_pickup_seconds_count", queue=q) == 2
 
 
-@pytest.fixture
-def two_servers(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
-    a, b = LiveServer(database_url), LiveServer(database_url)
-    try:
-        a.start()
-        b.start()
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
-
-
 async def test_metrics_two_processes_share_gauges_and_keep_own_counters(
-    two_servers: tuple[LiveServer, LiveServer],
+    replicas: tuple[LiveServer, LiveServer],
 ) -> None:
-    a_srv, b_srv = two_servers
+    a_srv, b_srv = replicas
     async with httpx.AsyncClient(base_url=a_srv.url, timeout=10) as a, \
             httpx.AsyncClient(base_url=b_srv.url, timeout=10) as b:
         xs = [await enqueue(a, "x", queue="m") for _ in range(3)]
