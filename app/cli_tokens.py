@@ -16,7 +16,6 @@ for a bad argument (nothing is written), 1 for an unknown id or an unreachable d
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -57,12 +56,8 @@ def _short(value: datetime | None) -> str:
 
 
 def _public(info: TokenInfo) -> dict[str, Any]:
-    """A token as ``GET /v1/tokens`` lists it."""
-    out = dataclasses.asdict(info)
-    out["role"] = info.role.value
-    out["created_at"] = _when(info.created_at)
-    out["revoked_at"] = _when(info.revoked_at)
-    return out
+    """A token as ``GET /v1/tokens`` lists it, its times as that JSON writes them."""
+    return info.public() | {"created_at": _when(info.created_at), "revoked_at": _when(info.revoked_at)}
 
 
 def _print_json(value: Any) -> None:

@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from jobq.api.hot import original_route, resolved_routes
-from jobq.api.problems import problem
+from jobq.api.problems import BEARER_CHALLENGE, problem
 from jobq.core.tokens import TokenTable
 from jobq.domain.access import Principal, Role
 from jobq.domain.errors import Forbidden, Unauthorized
@@ -193,11 +193,11 @@ class Authenticate:
         if principal is None:
             if token is None:
                 detail = "this service needs an access token: Authorization: Bearer <token>"
-                challenge = 'Bearer realm="jobq"'
+                challenge = BEARER_CHALLENGE
             else:
                 detail = ("the access token is not valid (unknown, revoked, or not "
                           "Authorization: Bearer <token>)")
-                challenge = 'Bearer realm="jobq", error="invalid_token"'
+                challenge = f'{BEARER_CHALLENGE}, error="invalid_token"'
             response = problem(401, "unauthorized", "Unauthorized", detail,
                                headers={"WWW-Authenticate": challenge})
             await response(scope, receive, send)

@@ -17,6 +17,8 @@ from jobq.api.hot import resolved_routes
 from jobq.domain import errors as e
 
 PROBLEM = "application/problem+json"
+# RFC 6750's challenge, on every 401.
+BEARER_CHALLENGE = 'Bearer realm="jobq"'
 TYPE_BASE = "https://jobq.dev/problems/"
 
 # error class -> (status, code, title)
@@ -76,7 +78,7 @@ def from_error(exc: e.JobqError) -> Response:
     if isinstance(exc, (e.QueueFull, e.Unavailable)):
         headers = {"Retry-After": str(exc.retry_after_s)}
     if isinstance(exc, e.Unauthorized):
-        headers = {"WWW-Authenticate": 'Bearer realm="jobq"'}
+        headers = {"WWW-Authenticate": BEARER_CHALLENGE}
     if isinstance(exc, e.InvalidInput):
         return problem(status, code, title, exc.detail,
                        errors=[{"loc": _loc(exc.loc or ["body"]), "msg": exc.detail}])

@@ -49,6 +49,11 @@ class TokenInfo:
     created_at: datetime
     revoked_at: datetime | None
 
+    def public(self) -> dict[str, object]:
+        """As ``GET /v1/tokens`` and ``jobq tokens list --json`` show it."""
+        return {"id": self.id, "name": self.name, "role": self.role.value, "queues": self.queues,
+                "created_at": self.created_at, "revoked_at": self.revoked_at}
+
 
 def _info(row: Row) -> TokenInfo:
     return TokenInfo(row["id"], row["name"], Role(row["role"]), row["queues"],

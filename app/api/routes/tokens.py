@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
@@ -14,14 +11,10 @@ from jobq.api.problems import GUARDED, answers
 from jobq.api.schemas import TokenCreate, TokenCreated, TokenList, TokenPublic
 from jobq.core import tokens as core
 from jobq.core.context import Context
-from jobq.core.tokens import TokenInfo, TokenTable
+from jobq.core.tokens import TokenTable
 from jobq.domain.access import Role
 
 router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
-
-
-def _public(info: TokenInfo) -> dict[str, Any]:
-    return dataclasses.asdict(info) | {"role": info.role.value}
 
 
 def _table(request: Request) -> TokenTable:
@@ -38,14 +31,14 @@ async def create_token(body: TokenCreate, request: Request,
     token ends local mode."""
     info, token = await core.create(ctx.db, Role(body.role), body.queues, body.name)
     await _table(request).refresh()
-    return render.json_response(_public(info) | {"token": token}, 201,
+    return render.json_response(info.public() | {"token": token}, 201,
                                 {"Location": f"/v1/tokens/{info.id}"})
 
 
 @router.get("", response_model=TokenList, summary="List tokens", responses=answers(*GUARDED))
 async def list_tokens(ctx: Context = Depends(context)) -> Response:
     """Every token ever created, revoked ones included, newest first; never a secret."""
-    return render.json_response({"tokens": [_public(i) for i in await core.list_all(ctx.db)]})
+    return render.json_response({"tokens": [i.public() for i in await core.list_all(ctx.db)]})
 
 
 @router.delete("/{token_id}", response_model=TokenPublic, summary="Revoke a token",
@@ -55,4 +48,4 @@ async def revoke_token(token_id: str, request: Request, ctx: Context = Depends(c
     Revoking a revoked token changes nothing and answers it again."""
     info = await core.revoke(ctx.db, token_id)
     await _table(request).forget(token_id)
-    return render.json_response(_public(info))
+    return render.json_response(info.public())
