@@ -18,6 +18,9 @@ TARGET_BATCH_DRAIN_RATIO = 0.5
 TARGET_SINGLE_E2E_RATIO = 0.6
 TARGET_PICKUP_P50_MS = 5.0
 TARGET_PICKUP_P99_MS = 20.0
+# The named statements against the minimal job table (issue 12).
+TARGET_NAMED_VS_MINIMAL_DRAIN = 0.6
+TARGET_NAMED_VS_MINIMAL_DB_CPU = 1.5
 
 
 def _ratio(http: float, ceiling: float) -> float | None:
@@ -42,10 +45,41 @@ def compare(report: dict[str, Any]) -> tuple[dict[str, float | None], list[dict[
         ratios["single_e2e_vs_raw"] = _ratio(report["single"]["end_to_end_rate"], base["single_whole_life_rate"])
         targets.append(_target("single end-to-end / raw single whole life", ratios["single_e2e_vs_raw"], ">=",
                                TARGET_SINGLE_E2E_RATIO, "ratio"))
+    vs_minimal(report.get("baseline", {}), ratios, targets)
     if "latency" in report:
         targets.append(_target("pickup p50", report["latency"]["p50_ms"], "<=", TARGET_PICKUP_P50_MS, "ms"))
         targets.append(_target("pickup p99", report["latency"]["p99_ms"], "<=", TARGET_PICKUP_P99_MS, "ms"))
     return ratios, targets
+
+
+def vs_minimal(base: dict[str, Any], ratios: dict[str, float | None], targets: list[dict[str, Any]]) -> None:
+    """The named statements' drain and its database CPU per job as ratios to the minimal table's."""
+    if "minimal_drain_rate" not in base:
+        return
+    ratios["named_drain_vs_minimal"] = _ratio(base["batch_drain_rate"], base["minimal_drain_rate"])
+    named_cpu, minimal_cpu = base["batch_drain_db_cpu_ms_per_1000_jobs"], base["minimal_drain_db_cpu_ms_per_1000_jobs"]
+    ratios["named_db_cpu_vs_minimal"] = (None if named_cpu is None or minimal_cpu is None
+                                         else _ratio(named_cpu, minimal_cpu))
+    targets.append(_target("raw batch drain / minimal table drain", ratios["named_drain_vs_minimal"], ">=",
+                           TARGET_NAMED_VS_MINIMAL_DRAIN, "ratio"))
+    targets.append(_target("raw drain DB CPU per job / minimal table's", ratios["named_db_cpu_vs_minimal"], "<=",
+                           TARGET_NAMED_VS_MINIMAL_DB_CPU, "ratio"))
+
+
+def _render_minimal(console: Console, report: dict[str, Any]) -> None:
+    """The named statements' raw drain next to the minimal job table's, as ratios."""
+    b, ratios = report.get("baseline", {}), report["ratios"]
+    if "minimal_drain_rate" not in b:
+        return
+    table = Table(title="named statements vs a minimal job table (raw SQL, claim 100 + batch ack, best of connections)")
+    for column in ("figure", "named", "minimal", "named / minimal", "target"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    table.add_row("drain jobs/s", _fmt(b["batch_drain_rate"]), _fmt(b["minimal_drain_rate"]),
+                  _fmt(ratios.get("named_drain_vs_minimal"), "ratio"), f">= {TARGET_NAMED_VS_MINIMAL_DRAIN:.0%}")
+    table.add_row("database CPU ms per 1,000 jobs", _fmt(b["batch_drain_db_cpu_ms_per_1000_jobs"]),
+                  _fmt(b["minimal_drain_db_cpu_ms_per_1000_jobs"]),
+                  _fmt(ratios.get("named_db_cpu_vs_minimal"), "ratio"), f"<= {TARGET_NAMED_VS_MINIMAL_DB_CPU:.0%}")
+    console.print(table)
 
 
 def _fmt(value: Any, unit: str = "") -> str:
@@ -110,6 +144,7 @@ def render(report: dict[str, Any]) -> None:
                           str(b["single_whole_life_connections"]), _fmt(report["single"]["end_to_end_rate"]),
                           _fmt(ratios.get("single_e2e_vs_raw"), "ratio"))
         console.print(table)
+        _render_minimal(console, report)
 
     if report["targets"]:
         table = Table(title="targets (informational)")
