@@ -299,3 +299,40 @@ def test_known_limits(big: psycopg.Connection[Any], args: dict[str, Any], name: 
     doc = analyzed(big, getattr(Q, name), args | overrides, "force_generic_plan")
     pages = max(n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0) for n in _nodes(doc["Plan"]))
     assert pages <= PAGES_FOR.get(name, PAGES), pages
+
+
+# --- Listing (jobq.store.listing), built per request ------------------------------------------
+#
+# Every filter combination reads at most a page per (queue, status) part from an index: a
+# bounded number of pages with a queue named, a bounded number per queue without.
+
+LISTINGS = [
+    {"queue": BIG, "status": None}, {"queue": BIG, "status": "dead"}, {"queue": BIG, "status": "completed"},
+    {"queue": "small1", "status": None}, {"queue": "small1", "status": "completed"},
+    {"queue": None, "status": "pending"}, {"queue": None, "status": "completed"}, {"queue": None, "status": "dead"},
+    {"queue": None, "status": None}, {"queue": BIG, "status": "pending", "type_": "t1"},
+    {"queue": BIG, "status": None, "scope": "^b"}, {"queue": None, "status": "failed", "scope": "^(big|small1)$"},
+    {"queue": BIG, "status": "running"}, {"queue": None, "status": "running"},
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
+@pytest.mark.parametrize("filters", LISTINGS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
+@pytest.mark.parametrize("cursor", [False, True])
+def test_no_listing_scans_jobs_or_reads_pages_in_proportion_to_the_table(
+        big: psycopg.Connection[Any], filters: dict[str, Any], mode: str, cursor: bool) -> None:
+    from jobq.store.listing import jobs_page
+
+    before = None
+    if cursor:  # the second page: from the middle of the table
+        before = big.execute("SELECT (min(id) + max(id)) / 2 FROM jobs").fetchone()[0]  # type: ignore[index]
+    sql, params = jobs_page(**{"type_": None, "scope": None, **filters}, before_id=before, limit=50)
+    doc = analyzed(big, sql, params, mode)
+    nodes = list(_nodes(doc["Plan"]))
+    scans = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
+    assert not scans, json.dumps(doc["Plan"], indent=1)
+    pages = max(n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0) for n in nodes)
+    queues = big.execute("SELECT count(*) FROM queues").fetchone()[0]  # type: ignore[index]
+    bound = 300 if filters["queue"] is not None or filters["status"] is None else 40 * queues
+    assert pages <= bound, (pages, json.dumps(doc["Plan"], indent=1))

@@ -4,12 +4,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Select, literal_column, select, union_all
 from sqlalchemy.dialects import postgresql
 
-from jobq.store.tables import jobs
+from jobq.domain.jobs import JobStatus
+from jobq.store.tables import jobs, queues
 
 _DIALECT = postgresql.psycopg.dialect()  # type: ignore[attr-defined]
+
+# One index serves listing: jobs by queue, status and id (migration 0006 dropped the one by
+# status and id, which every claim and ack wrote). A page is therefore read one (queue,
+# status) at a time and the parts merged: each part reads at most a page from that index,
+# whatever the table holds.
+_STATUSES = tuple(s.value for s in JobStatus)
+
+
+def _part(queue: Any, status: str, type_: str | None, before_id: int | None, scope: str | None,
+          limit: int) -> Select[Any]:
+    """The newest ``limit`` jobs of one queue in one status.
+
+    The status is asked for as a range of one value and the rows ordered by status then id:
+    the same rows in the same order, but no index other than ``(queue, status, id)`` yields
+    that order. Asked for with ``=``, the status drops out of the order and the planner may
+    walk the primary key backwards instead, betting on finding the page soon: measured at
+    10^5 jobs of each status, that bet read every job of the table's newest queue first."""
+    # A literal (one of _STATUSES, checked by jobs_page): a generic plan then still knows the
+    # range holds one value.
+    value = literal_column(f"'{status}'")
+    stmt = select(jobs).where(jobs.c.queue == queue, jobs.c.status.between(value, value))
+    if type_ is not None:
+        stmt = stmt.where(jobs.c.type == type_)
+    if scope is not None:  # the caller's queues, as a regular expression
+        stmt = stmt.where(jobs.c.queue.regexp_match(scope))
+    if before_id is not None:
+        stmt = stmt.where(jobs.c.id < before_id)
+    return stmt.order_by(jobs.c.status.desc(), jobs.c.id.desc()).limit(limit)
 
 
 def jobs_page(
@@ -19,17 +48,36 @@ def jobs_page(
     """Newest first, keyset-paginated on id (``before_id`` is the last id of the previous
     page); ``scope`` keeps the queues a token may read. Fetches one row more than asked, to
     know whether another page follows."""
-    stmt = select(jobs)
-    if queue is not None:
-        stmt = stmt.where(jobs.c.queue == queue)
-    if status is not None:
-        stmt = stmt.where(jobs.c.status == status)
-    if type_ is not None:
-        stmt = stmt.where(jobs.c.type == type_)
-    if scope is not None:  # the caller's queues, as a regular expression
-        stmt = stmt.where(jobs.c.queue.regexp_match(scope))
-    if before_id is not None:
-        stmt = stmt.where(jobs.c.id < before_id)
-    stmt = stmt.order_by(jobs.c.id.desc()).limit(limit + 1)
+    n = limit + 1
+    if status is not None and status not in _STATUSES:
+        raise ValueError(f"no such status: {status!r}")
+    if queue is None and status is None:
+        # Every job, newest first: the primary key in order.
+        stmt = select(jobs)
+        if type_ is not None:
+            stmt = stmt.where(jobs.c.type == type_)
+        if scope is not None:
+            stmt = stmt.where(jobs.c.queue.regexp_match(scope))
+        if before_id is not None:
+            stmt = stmt.where(jobs.c.id < before_id)
+        stmt = stmt.order_by(jobs.c.id.desc()).limit(n)
+    elif queue is not None:
+        # One queue: one part per status asked for, merged.
+        parts = [_part(queue, s, type_, before_id, scope, n) for s in ((status,) if status else _STATUSES)]
+        if len(parts) == 1:
+            stmt = parts[0]
+        else:
+            merged = union_all(*(p.subquery().select() for p in parts)).subquery("page")
+            stmt = select(merged).order_by(merged.c.id.desc()).limit(n)
+    else:
+        # One status in every queue: a part per queue, merged.
+        assert status is not None
+        q = select(queues.c.name)
+        if scope is not None:
+            q = q.where(queues.c.name.regexp_match(scope))
+        names = q.subquery("q")
+        part = _part(names.c.name, status, type_, before_id, None, n).lateral("part")
+        stmt = select(part).select_from(names.join(part, literal_column("true"))).order_by(
+            part.c.id.desc()).limit(n)
     compiled = stmt.compile(dialect=_DIALECT)
     return str(compiled), dict(compiled.params)

@@ -118,8 +118,11 @@ jobs = Table(
         "completed_at",
         postgresql_where=text("status IN ('completed', 'cancelled', 'dead')"),
     ),
+    # Listing, newest first: one (queue, status) at a time (jobq.store.listing).
     Index("jobs_queue_status_id_idx", "queue", "status", "id"),
-    Index("jobs_status_id_idx", "status", "id"),
+    # The dead jobs in id order, for replaying or purging them with no queue named (migration
+    # 0006; it replaced an index on (status, id) that every claim and ack wrote).
+    Index("jobs_dead_idx", "id", postgresql_where=text("status = 'dead'")),
     # Free space per page keeps most updated versions on their page (migration 0001). Not for
     # HOT updates: every update of a job changes an indexed column (README, "Why the jobs
     # table is tuned").
