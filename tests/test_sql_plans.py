@@ -100,6 +100,38 @@ def test_the_reaper_never_scans_the_whole_jobs_table(stale_stats: psycopg.Connec
 
 
 
+@pytest.fixture
+def stats_without_running(database_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO queues (name) VALUES (%s) ON CONFLICT DO NOTHING", (QUEUE,))
+        # Statistics taken while nothing ran (after a bulk enqueue, say)...
+        conn.execute("INSERT INTO jobs (queue, type, max_attempts) SELECT %s, 't', 3 "
+                     "FROM generate_series(1, 20000)", (QUEUE,))
+        conn.execute("ANALYZE jobs")
+        conn.execute(  # ...then workers take 5,000 jobs
+            "UPDATE jobs SET status = 'running', lease_token = id, locked_until = now() + interval '1 hour' "
+            "WHERE id IN (SELECT id FROM jobs ORDER BY id LIMIT 5000)")
+        yield conn
+
+
+LEASE_STATEMENTS = ["LeaseHeartbeat", "LeaseAck", "LeaseAckMany", "LeaseBackoffInputs", "LeaseFail"]
+
+
+@pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
+@pytest.mark.parametrize("name", LEASE_STATEMENTS)
+def test_a_lease_statement_fetches_its_job_by_primary_key_whatever_the_statistics(
+        stats_without_running: psycopg.Connection[tuple[object, ...]], name: str, mode: str) -> None:
+    # The reaper's index holds every running job: walked to find one, it costs a read of each
+    # (the planner chose it when statistics said nothing ran, as the index then looks empty).
+    conn = stats_without_running
+    conn.execute(f"SET plan_cache_mode = {mode}")
+    args = {"job_id": 2, "token": 2, "extend_ms": None, "scope": None, "result": None, "retry": True,
+            "delay_ms": 0, "error": "e", "acks": '[{"job_id": 2, "token": 2, "result": null}]'}
+    plan = generic_plan(conn, getattr(Q, name), args)
+    assert "jobs_lease_expiry_idx" not in plan and "Seq Scan on jobs" not in plan, plan
+    assert "jobs_pkey" in plan, plan
+
+
 # --- Every statement, at the size users reach --------------------------------------------------
 #
 # One database per module, filled once with ROWS jobs of each status in one queue (waiting now,

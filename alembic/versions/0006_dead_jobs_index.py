@@ -4,8 +4,8 @@ No update of a job is HOT (every one changes ``status`` or a lease column that a
 reads), so each new version of a row gets an entry in every index whose condition it meets.
 ``jobs_status_id_idx`` (0001) had no condition: every claim and every ack wrote it, one of the
 four index entries each of them writes. Measured with EXPLAIN (ANALYZE, WAL) on claims and acks
-of 100 jobs, it was 15% of their execution time and 12% of their WAL (1,277 bytes per job
-with it, 1,088 without).
+of 100 jobs (interleaved, 5 rounds of 40), dropping it took their execution time from 2.27
+to 1.88 ms per 100 jobs (-17%) and their WAL from 1,115 to 919 bytes per job (-18%).
 
 It served two reads. Listing one status across every queue now reads ``(queue, status, id)``
 one queue at a time (jobq.store.listing), a page per queue at most. Replaying and purging

@@ -166,9 +166,14 @@ SELECT min(v) AS next_visible_at FROM (
 -- name: LeaseHeartbeat
 -- Extend a lease that is still held and not yet past its end.
 -- Here and below, %(scope)s is the caller's queue pattern as a regular expression (NULL: every queue).
+-- Here and below, a held lease's job is "(status = 'running') IS TRUE", not "status = 'running'":
+-- the same rows, but the planner can then not prove that the reaper's index (running jobs only)
+-- holds them, so it always fetches the job by primary key. With statistics taken while no job
+-- ran, it walked that whole index instead, every running job, on each heartbeat, ack and fail
+-- (5,000 running: a heartbeat took 1.5-20 ms instead of 0.1; a batch ack 9.5 instead of 1).
 UPDATE jobs
    SET locked_until = now() + make_interval(secs => coalesce(%(extend_ms)s, lease_ms) / 1000.0)
- WHERE id = %(job_id)s AND lease_token = %(token)s AND status = 'running' AND locked_until > now()
+ WHERE id = %(job_id)s AND lease_token = %(token)s AND (status = 'running') IS TRUE AND locked_until > now()
    AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
 RETURNING locked_until;
 
@@ -176,7 +181,7 @@ RETURNING locked_until;
 -- Complete the job of a lease still held (an expired lease not yet reaped still counts).
 UPDATE jobs
    SET status = 'completed', result = %(result)s::jsonb, completed_at = now(), locked_until = NULL
- WHERE id = %(job_id)s AND lease_token = %(token)s AND status = 'running'
+ WHERE id = %(job_id)s AND lease_token = %(token)s AND (status = 'running') IS TRUE
    AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
 RETURNING *;
 
@@ -185,7 +190,7 @@ RETURNING *;
 UPDATE jobs j
    SET status = 'completed', result = a.result, completed_at = now(), locked_until = NULL
   FROM jsonb_to_recordset(%(acks)s::jsonb) AS a(job_id bigint, token bigint, result jsonb)
- WHERE j.id = a.job_id AND j.lease_token = a.token AND j.status = 'running'
+ WHERE j.id = a.job_id AND j.lease_token = a.token AND (j.status = 'running') IS TRUE
    AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
    -- Lets a cached generic plan fetch the jobs by primary key instead of reading every running job.
    AND j.id = ANY (ARRAY(SELECT (e->>'job_id')::bigint FROM jsonb_array_elements(%(acks)s::jsonb) AS e))
@@ -195,7 +200,7 @@ RETURNING j.id, j.lease_token, j.queue, j.type, j.worker_id, j.attempt, j.claime
 -- What the retry policy (jobq.domain.retry) needs to schedule the retry of a held lease's job.
 SELECT j.attempt, q.backoff_base_ms, q.backoff_max_ms
   FROM jobs j JOIN queues q ON q.name = j.queue
- WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running'
+ WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND (j.status = 'running') IS TRUE
    AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text);
 
 -- name: LeaseFail
@@ -205,7 +210,7 @@ WITH cur AS (
            (NOT %(retry)s OR j.attempt >= j.max_attempts) AS dead,
            now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0) AS retry_at
       FROM jobs j JOIN queues q ON q.name = j.queue
-     WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND j.status = 'running'
+     WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND (j.status = 'running') IS TRUE
        AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
 )
 UPDATE jobs j
@@ -221,7 +226,7 @@ UPDATE jobs j
                           'error', %(error)s::text, 'kind', 'failed')),
        locked_until = NULL
   FROM cur
- WHERE j.id = cur.id AND j.lease_token = %(token)s AND j.status = 'running'
+ WHERE j.id = cur.id AND j.lease_token = %(token)s AND (j.status = 'running') IS TRUE
 RETURNING j.*;
 
 -- name: LeaseState
