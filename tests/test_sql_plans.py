@@ -368,3 +368,15 @@ def test_no_listing_scans_jobs_or_reads_pages_in_proportion_to_the_table(
     queues = big.execute("SELECT count(*) FROM queues").fetchone()[0]  # type: ignore[index]
     bound = 300 if filters["queue"] is not None or filters["status"] is None else 40 * queues
     assert pages <= bound, (pages, json.dumps(doc["Plan"], indent=1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["JobReplayDead", "JobPurgeDead"])
+def test_dead_jobs_of_every_queue_are_found_from_their_own_index(
+        big: psycopg.Connection[Any], args: dict[str, Any], name: str) -> None:
+    # No queue named: the dead jobs in id order come from jobs_dead_idx (migration 0006).
+    doc = analyzed(big, getattr(Q, name), args | {"queue": None}, "force_generic_plan")
+    nodes = list(_nodes(doc["Plan"]))
+    assert any(n.get("Index Name") == "jobs_dead_idx" for n in nodes), json.dumps(doc["Plan"], indent=1)
+    pages = max(n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0) for n in nodes)
+    assert pages <= PAGES_FOR[name], pages
