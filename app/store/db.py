@@ -16,8 +16,8 @@ import psycopg.errors
 from psycopg import generators
 from psycopg._queries import PostgresQuery
 from psycopg.abc import AdaptContext, Buffer
-from psycopg.adapt import Loader, Transformer
-from psycopg.pq import ExecStatus, Format
+from psycopg.adapt import AdaptersMap, Loader, Transformer
+from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -145,6 +145,12 @@ class Database:
                 await asyncio.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
 
+    async def run(self, conn: psycopg.AsyncConnection[Row], sql: str,
+                  params: Mapping[str, Any] | None = None) -> list[Row]:
+        """A statement's rows on a connection of ``connection`` or ``transaction``, the way
+        ``fetch`` runs it."""
+        return await _prepared(conn).fetch(conn, sql, params)
+
     async def fetch_one(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = await self.fetch(sql, params)
         return rows[0] if rows else None
@@ -165,6 +171,8 @@ class Database:
 # them (SQL built at request time, such as a listing's, comes in a bounded number of shapes).
 PREPARED_MAX = 200
 _OK = (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK)
+# Idle, or in a transaction of ``Database.transaction`` (see ``Database.run``).
+_USABLE = (TransactionStatus.IDLE, TransactionStatus.INTRANS)
 
 
 class _Statement:
@@ -186,18 +194,25 @@ class _Prepared:
     do not collide with psycopg's (``_pg3_N``). Only one task uses a connection at a time
     (the pool's), so the state here needs no lock."""
 
-    __slots__ = ("statements", "tx", "__weakref__")
+    __slots__ = ("statements", "named", "tx", "conn", "__weakref__")
 
     def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
         self.statements: dict[tuple[str, tuple[int, ...]], _Statement] = {}
-        # One transformer per connection: its dumpers and loaders are looked up once.
-        self.tx = Transformer(conn)
+        self.named = 0  # names are never reused: one could outlive our record of it
+        self.conn = conn
+        # One transformer per connection: its dumpers and loaders are looked up once. Times
+        # load with psycopg's own (C) loader, a Python call less per time read; a result
+        # holding one no datetime can hold is loaded again the clamping way (``_load``).
+        adapters = AdaptersMap(conn.adapters)
+        adapters.register_loader(_TIMESTAMPTZ, _DatetimeLoader)
+        self.tx = Transformer(_AdaptContext(adapters, conn))
 
     async def fetch(self, conn: psycopg.AsyncConnection[Any], sql: str,
                     params: Mapping[str, Any] | None) -> list[Row]:
         pgconn = conn.pgconn
-        if pgconn.transaction_status != 0 or (params is not None and not isinstance(params, Mapping)):
-            return await _cursor_fetch(conn, sql, params)  # not idle (never on the pool's way)
+        if pgconn.transaction_status not in _USABLE or (
+                params is not None and not isinstance(params, Mapping)):
+            return await _cursor_fetch(conn, sql, params)  # let psycopg say what is wrong
         tx = self.tx
         pgq = PostgresQuery(tx)
         pgq.convert(sql, params)
@@ -206,7 +221,8 @@ class _Prepared:
         if statement is None:
             if len(self.statements) >= PREPARED_MAX:
                 return await _cursor_fetch(conn, sql, params)
-            statement = _Statement(b"_jobq_%d" % len(self.statements))
+            self.named += 1
+            statement = _Statement(b"_jobq_%d" % self.named)
             pgconn.send_prepare(statement.name, pgq.query, param_types=pgq.types)
             _check(conn, (await conn.wait(generators.execute(pgconn)))[-1])
             self.statements[key] = statement
@@ -226,8 +242,28 @@ class _Prepared:
             encoding = conn.info.encoding
             columns = statement.columns = [
                 (result.fname(i) or b"").decode(encoding) for i in range(nfields)]
+        return self._load(result, columns)
+
+    def _load(self, result: Any, columns: list[str]) -> list[Row]:
+        def row(values: list[Any]) -> Row:
+            return dict(zip(columns, values, strict=True))
+
+        tx = self.tx
         tx.set_pgresult(result)
-        return tx.load_rows(0, result.ntuples, lambda values: dict(zip(columns, values, strict=True)))
+        try:
+            return tx.load_rows(0, result.ntuples, row)  # type: ignore[no-any-return]
+        except psycopg.DataError:
+            clamped = Transformer(self.conn)  # the connection's loaders: _ClampedTimestamptzLoader
+            clamped.set_pgresult(result)
+            return clamped.load_rows(0, result.ntuples, row)  # type: ignore[no-any-return]
+
+
+class _AdaptContext:
+    """Adapters of a connection with some loaders replaced (psycopg's AdaptContext)."""
+
+    def __init__(self, adapters: AdaptersMap, connection: psycopg.AsyncConnection[Any]) -> None:
+        self.adapters = adapters
+        self.connection = connection
 
 
 def _check(conn: psycopg.AsyncConnection[Any], result: Any) -> None:
