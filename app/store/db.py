@@ -232,7 +232,10 @@ class _Prepared:
             _check(conn, result)
         except psycopg.errors.InvalidSqlStatementName:
             # Deallocated behind our back (DISCARD ALL, a pooler): prepare again next time.
+            # A transaction is aborted by the error: it stands, as any statement's would.
             self.statements.clear()
+            if pgconn.transaction_status != TransactionStatus.IDLE:
+                raise
             return await _cursor_fetch(conn, sql, params)
         nfields = result.nfields
         if not nfields:
