@@ -143,6 +143,7 @@ def serve(
     _need_server("serve")
     import uvicorn
 
+    from jobq.api.serving import PROTOCOL
     from jobq.store.migrate import migrate
 
     settings = _settings()
@@ -181,7 +182,7 @@ def serve(
             port=bind_port,
             workers=workers,
             loop="auto",
-            http="auto",
+            http=PROTOCOL,  # uvicorn's, one socket write per response
             log_level=settings.log_level.lower(),
             access_log=False,
             # Long-polls may still be waiting at shutdown: give them a moment, not 30 s.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +49,19 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    _second: int | None = None
+    _second_text = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        # The logging module's own text, its date part made once a second, not per record.
+        second = int(record.created)
+        if second != self._second or datefmt:
+            text = time.strftime(datefmt or self.default_time_format, self.converter(second))
+            if datefmt:
+                return text
+            self._second, self._second_text = second, text
+        return self.default_msec_format % (self._second_text, record.msecs)
+
     def format(self, record: logging.LogRecord) -> str:
         base = super().format(record)
         lines = []
@@ -61,6 +75,10 @@ def configure(fmt: str, level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else
                          TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # No format of ours names a record's thread or process: a record skips looking them up.
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger("jobq")
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -539,6 +539,20 @@ async def test_metrics_in_process_counters_follow_operations(client: httpx.Async
     assert sample(after, "jobq_job_pickup_seconds_count", queue=q) == 2
 
 
+async def test_metrics_count_every_job_of_a_batch(client: httpx.AsyncClient) -> None:
+    q = f"mb{time.monotonic_ns()}"
+    r = await client.post("/v1/jobs/batch", json={"jobs": [{"type": "a", "queue": q}] * 3})
+    assert r.status_code == 201, r.text
+    leases = await claim(client, q, limit=3)
+    r = await client.post("/v1/leases/ack", json={"acks": [{"lease_id": le["lease_id"]} for le in leases]})
+    assert r.status_code == 200 and all(x["ok"] for x in r.json()["results"]), r.text
+    after = await scrape(client)
+    for event in ("enqueued", "claimed", "completed"):
+        assert sample(after, "jobq_jobs_total", queue=q, event=event) == 3, event
+    assert sample(after, "jobq_job_pickup_seconds_count", queue=q) == 3
+    assert sample(after, "jobq_job_run_seconds_count", queue=q) == 3
+
+
 async def test_metrics_two_processes_share_gauges_and_keep_own_counters(
     replicas: tuple[LiveServer, LiveServer],
 ) -> None:

@@ -22,8 +22,8 @@ from fastapi import FastAPI
 from jobq.api.app import create_app
 from jobq.core.wakeups import GENERATIONS_KEPT, Waiter, Wakeups
 from jobq.store.db import Database
-from jobq.store.notify import parse_payload
-from tests.conftest import free_port, make_settings, running_app
+from jobq.store.notify import HELLO, HERE, parse_payload
+from tests.conftest import LiveServer, free_port, make_settings, running_app
 from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many
 
 # The safety re-check of an idle long-poll is 5 s; a bell that is passed on arrives well
@@ -31,10 +31,17 @@ from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many
 PASSED_ON_S = 2.0
 
 
-@pytest.fixture
-def board() -> Wakeups:
+def new_board() -> Wakeups:
     # Never started: only its local waiters are used, and what it would send stays in its outbox.
     return Wakeups(Database("postgresql://unused", pool_size=1, timeout_s=1, retry_after_s=1))
+
+
+@pytest.fixture
+def board() -> Wakeups:
+    # One that has heard from another process: what others are not told is what it chose not to tell.
+    board = new_board()
+    board.notifications.peers.add("another")
+    return board
 
 
 def waiters(board: Wakeups, queue: str, limits: list[int], stack: contextlib.ExitStack,
@@ -164,7 +171,46 @@ def test_counts_for_other_processes_add_up_until_sent(board: Wakeups) -> None:
     assert board.notifications.outbox == {"q": 5, "r": 1, "s": None}
 
 
+def test_a_process_alone_tells_nobody_until_another_greets_it(stack: contextlib.ExitStack) -> None:
+    board = new_board()
+    notes = board.notifications
+    board.publish({"q": 3})
+    assert notes.outbox == {}  # no other process known: no NOTIFY for nobody
+    (w,) = waiters(board, "q", [1], stack)
+    notes._from("b", HELLO, None)
+    # It answers, so that the newcomer counts it, and every waiter looks again: what this
+    # process enqueued unannounced may be the newcomer's to take, and the other way round.
+    assert notes.outbox == {HERE: None} and w.rung
+    board.publish({"r": 2})
+    assert notes.outbox == {HERE: None, "r": 2}
+
+
+def test_greetings_are_answered_once_and_every_one_makes_waiters_look(
+        stack: contextlib.ExitStack) -> None:
+    board = new_board()
+    notes = board.notifications
+    notes._from("a", HERE, None)  # an answer from a process not known yet: answer it too
+    assert notes.outbox == {HERE: None} and notes.peers == {"a"}
+    notes.outbox.clear()
+    (w,) = waiters(board, "q", [1], stack)
+    notes._from("a", HERE, None)  # its answer to ours: no reply, or they would never stop
+    assert notes.outbox == {} and w.rung
+    (w2,) = waiters(board, "q2", [1], stack)
+    notes._from("a", "q2", 1)  # an ordinary bell from a known process
+    assert notes.outbox == {} and w2.rung_for == {"q2": 1}
+
+
+def test_a_bell_from_an_unknown_process_counts_it(stack: contextlib.ExitStack) -> None:
+    # A process of an older release sends no greeting; its bells make it known.
+    board = new_board()
+    (w,) = waiters(board, "q", [1], stack)
+    board.notifications._from("old", "q", 2)
+    assert board.notifications.peers == {"old"} and w.rung
+    assert board.notifications.outbox == {HERE: None}
+
+
 @pytest.mark.parametrize(("payload", "parsed"), [
+    (f"{HELLO} * abc123", (HELLO, None, "abc123")),
     ("jobs.email 12 abc123", ("jobs.email", 12, "abc123")),
     ("q * abc123", ("q", None, "abc123")),
     ("q abc123", ("q", None, "abc123")),  # no count: wake everyone
@@ -335,3 +381,24 @@ async def test_a_delayed_job_reaches_a_waiter_its_bell_skipped(app: FastAPI, cli
     leases = await asyncio.wait_for(long, 15)
     assert [le["job"]["id"] for le in leases] == [job["id"]]
     assert clock.elapsed < 1.5 + PASSED_ON_S, "the waiter the bell skipped waited for its re-check"
+
+
+async def test_replicas_greet_each_other_and_wake_each_others_waiters(
+        replicas: tuple[LiveServer, LiveServer]) -> None:
+    """Two ``jobq serve`` processes: each started alone (sending no NOTIFY), greeted the
+    other, and from then on a job enqueued on one wakes a long-poll waiting on the other
+    well before its 5 s re-check."""
+    a_srv, b_srv = replicas
+    async with httpx.AsyncClient(base_url=a_srv.url, timeout=30) as a, \
+            httpx.AsyncClient(base_url=b_srv.url, timeout=30) as b:
+        for here, there, queue in ((a, b, "ra"), (b, a, "rb"), (a, b, "ra2")):
+            waiting = asyncio.create_task(claim(there, [queue], worker_id="w", wait_ms=15_000))
+            # Time for the long-poll to look and go idle; had it not, it would find the job
+            # on its first look: the test would prove less, never fail wrongly.
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+            job = await enqueue(here, queue=queue)
+            clock = Stopwatch()
+            leases = await asyncio.wait_for(waiting, 20)
+            assert [le["job"]["id"] for le in leases] == [job["id"]]
+            assert clock.elapsed < PASSED_ON_S, f"the NOTIFY for {queue} never arrived"

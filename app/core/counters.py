@@ -26,10 +26,19 @@ PICKUP_SECONDS = Histogram("jobq_job_pickup_seconds",
 
 
 def observe(event: str, rows: Sequence[Mapping[str, Any]]) -> None:
-    # One labels() lookup per queue, not per row: it takes a lock and builds a key each time.
+    # Label children are looked up in our own dicts: ``labels()`` takes a lock and builds
+    # its key on every call, and runs for every request.
     histogram, start_key, end_key = _TIMED.get(event, (None, "", ""))
+    if len(rows) == 1:  # single mode: no per-queue tally to build
+        row = rows[0]
+        q = row.get("queue") or "?"
+        _job_counter(q, event).inc()
+        if histogram is not None:
+            start, end = row.get(start_key), row.get(end_key)
+            if start and end:
+                _timer(histogram, q).observe(max((end - start).total_seconds(), 0.0))
+        return
     counts: dict[str, int] = {}
-    timers: dict[str, Any] = {}
     for row in rows:
         q = row.get("queue") or "?"
         counts[q] = counts.get(q, 0) + 1
@@ -37,12 +46,27 @@ def observe(event: str, rows: Sequence[Mapping[str, Any]]) -> None:
             continue
         start, end = row.get(start_key), row.get(end_key)
         if start and end:
-            timer = timers.get(q)
-            if timer is None:
-                timer = timers[q] = histogram.labels(q)
-            timer.observe(max((end - start).total_seconds(), 0.0))
+            _timer(histogram, q).observe(max((end - start).total_seconds(), 0.0))
     for q, n in counts.items():
-        JOBS.labels(q, event).inc(n)
+        _job_counter(q, event).inc(n)
+
+
+_JOB_COUNTERS: dict[tuple[str, str], Any] = {}
+_TIMERS: dict[tuple[Histogram, str], Any] = {}
+
+
+def _job_counter(queue: str, event: str) -> Any:
+    child = _JOB_COUNTERS.get((queue, event))
+    if child is None:
+        child = _JOB_COUNTERS[(queue, event)] = JOBS.labels(queue, event)
+    return child
+
+
+def _timer(histogram: Histogram, queue: str) -> Any:
+    child = _TIMERS.get((histogram, queue))
+    if child is None:
+        child = _TIMERS[(histogram, queue)] = histogram.labels(queue)
+    return child
 
 
 # event -> (histogram, the row's start and end times)

@@ -86,9 +86,9 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
     wanted = Counter(j.queue for j in jobs)
     await ctx.ensure_queues(list(wanted))
     payload = dumps_json([_batch_row(j) for j in jobs])
-    async with ctx.db.transaction() as conn:
-        cur = await conn.execute(Q.JobInsertMany, {"jobs": payload})
-        rows = await cur.fetchall()
+    db = ctx.db
+    async with db.transaction() as conn:
+        rows = await db.run(conn, Q.JobInsertMany, {"jobs": payload})
         results: list[Enqueued] = []
         created: list[Row] = []
         for job, row in zip(jobs, rows, strict=True):
@@ -98,8 +98,8 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
                 continue
             # A replay: the key names a job committed before, or one earlier in this batch.
             key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
-            cur = await conn.execute(Q.JobGetByIdempotencyKey, key)
-            existing = await cur.fetchone()
+            found = await db.run(conn, Q.JobGetByIdempotencyKey, key)
+            existing = found[0] if found else None
             if existing is None:  # pragma: no cover - the conflict needs a row to exist
                 raise IdempotencyConflict(f"idempotency key {job.idempotency_key!r} is in use")
             results.append(_replay(existing, job))
@@ -109,8 +109,7 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
         # already include this transaction's rows; a raise here rolls all of them back.
         added = Counter(r["queue"] for r in created)
         if added:
-            cur = await conn.execute(Q.QueueDepths, {"queues": list(added)})
-            for q in await cur.fetchall():
+            for q in await db.run(conn, Q.QueueDepths, {"queues": list(added)}):
                 if q["max_depth"] is not None and q["depth"] > q["max_depth"]:
                     raise _full(q["name"], ctx)
     if created:

@@ -30,10 +30,11 @@ def _duration_ms(event: str, row: Mapping[str, Any]) -> int | None:
 
 class Events:
     def emit(self, event: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        batch = list(rows)
+        batch = rows if isinstance(rows, list) else list(rows)
         counters.observe(event, batch)
         if not batch or not log.isEnabledFor(logging.INFO):
             return
+        timed = event in _TIMED
         # One record for the whole batch; the formatters write a line per job (jobq.logs).
         log.info(event, extra={"event": event, "jobs": [
             {
@@ -42,7 +43,10 @@ class Events:
                 "type": row.get("type"),
                 "worker_id": row.get("worker_id"),
                 "attempt": row.get("attempt"),
-                "duration_ms": _duration_ms(event, row),
+                "duration_ms": _duration_ms(event, row) if timed else None,
             }
             for row in batch
         ]})
+
+
+_TIMED = frozenset({"claimed", "completed", "failed", "dead"})

@@ -6,6 +6,16 @@ decided here (see ``jobq.core.wakeups``): this module only carries ``(queue, cou
 
 The payload is ``<queue> <count> <origin>``: ``count`` is how many jobs (``*``: not known,
 wake everyone), and ``origin`` names the sending process, so a process ignores its own echo.
+
+A process that knows of no other sends nothing: one ``jobq serve`` alone spent a round trip
+on a NOTIFY nobody heard for every other enqueue. Processes learn of each other by a
+greeting: each time a listening connection starts, its process sends ``HELLO``; a process
+hearing one answers ``HERE``, and one hearing from a process it did not know answers
+``HERE`` too. Whoever hears either wakes all its waiters (``missed``), as jobs committed
+before the other side knew of it were not announced: a greeting is sent after its sender
+counts the other process, so what it committed unannounced is committed by then. Both are
+``<word> * <origin>``, a queue no name can be (names start with a letter or digit), which a
+process predating them takes for a bell on an empty queue.
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ log = logging.getLogger("jobq.notify")
 
 CHANNEL = "jobq_jobs"
 _RECONNECT_S = 1.0
+HELLO = "*hello"
+HERE = "*here"
 
 
 class Notifications:
@@ -36,6 +48,9 @@ class Notifications:
         self._missed = missed
         # Counts not sent yet, by queue (None: wake everyone).
         self.outbox: dict[str, int | None] = {}
+        # The other processes heard from: while there is none, nothing is sent. A process
+        # that stops is not forgotten (sending to nobody is only a wasted round trip).
+        self.peers: set[str] = set()
         self._outbox_ready = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self.listening = asyncio.Event()
@@ -57,7 +72,13 @@ class Notifications:
     def send(self, counts: Mapping[str, int | None]) -> None:
         """Tell the other processes (call after commit). Counts for a queue add up until they
         leave: while one NOTIFY is in flight, further queues gather and leave together, so a
-        burst of enqueues costs a handful of NOTIFYs, not one each."""
+        burst of enqueues costs a handful of NOTIFYs, not one each. Nothing while no other
+        process is known: it will ask for a look at everything when it greets us."""
+        if not self.peers:
+            return
+        self._queue(counts)
+
+    def _queue(self, counts: Mapping[str, int | None]) -> None:
         for q, n in counts.items():
             self.outbox[q] = add_counts(self.outbox.get(q, 0), n)
         if self.outbox:
@@ -81,7 +102,7 @@ class Notifications:
                 raise
             except Exception as exc:  # the database is away; local waiters were woken already
                 log.warning("NOTIFY failed: %s", exc)
-                self.send(batch)  # keep them for the next try
+                self._queue(batch)  # keep them for the next try
                 if conn is not None:
                     await conn.close()
                 conn = None
@@ -94,16 +115,30 @@ class Notifications:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
                     self._missed()
+                    # Heard by every process listening now, including those started while
+                    # this connection was away.
+                    self._queue({HELLO: None})
                     async for note in conn.notifies():
                         queue, count, origin = parse_payload(note.payload)
                         if origin != self.origin:
-                            self._heard(queue, count)
+                            self._from(origin, queue, count)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.listening.clear()
                 log.warning("LISTEN connection lost (%s); reconnecting", exc)
                 await asyncio.sleep(_RECONNECT_S)
+
+
+    def _from(self, origin: str, queue: str, count: int | None) -> None:
+        new = origin not in self.peers
+        self.peers.add(origin)
+        if queue == HELLO or new:
+            self._queue({HERE: None})  # so that it knows of us (again)
+        if queue in (HELLO, HERE) or new:
+            self._missed()  # what it committed before it knew of us was not announced
+        if queue not in (HELLO, HERE):
+            self._heard(queue, count)
 
 
 def add_counts(a: int | None, b: int | None) -> int | None:
