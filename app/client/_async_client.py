@@ -25,6 +25,7 @@ from jobq.client._models import (
     Schedule,
     parse_time,
 )
+from jobq.client._transport import default_async_transport
 
 
 class AsyncClient:
@@ -55,7 +56,7 @@ class AsyncClient:
             base_url=url,
             headers=b.make_headers(b.resolve_token(token), headers),
             timeout=self._timeout,
-            transport=transport,
+            transport=transport if transport is not None else default_async_transport(),
         )
 
     async def aclose(self) -> None:

@@ -24,6 +24,7 @@ from jobq.client._models import (
     Schedule,
     parse_time,
 )
+from jobq.client._transport import default_transport
 
 
 class Client:
@@ -54,7 +55,7 @@ class Client:
             base_url=url,
             headers=b.make_headers(b.resolve_token(token), headers),
             timeout=self._timeout,
-            transport=transport,
+            transport=transport if transport is not None else default_transport(),
         )
 
     def close(self) -> None:
