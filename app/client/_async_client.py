@@ -52,11 +52,13 @@ class AsyncClient:
     ) -> None:
         self._timeout = b.make_timeout(timeout)
         self._retry_budget = b.seconds(retry_overload) if retry_overload is not None else 0.0
+        sent = b.make_headers(b.resolve_token(token), headers)
+        # None only when a proxy is configured in the environment: then httpx's own
+        # transport, reached through the httpx client, which knows the proxy rules.
+        self._transport = transport if transport is not None else default_async_transport()
+        self._wire = b.Wire(url, sent, self._timeout)
         self._http = httpx.AsyncClient(
-            base_url=url,
-            headers=b.make_headers(b.resolve_token(token), headers),
-            timeout=self._timeout,
-            transport=transport if transport is not None else default_async_transport(),
+            base_url=url, headers=sent, timeout=self._timeout, transport=self._transport
         )
 
     async def aclose(self) -> None:
@@ -83,18 +85,10 @@ class AsyncClient:
         http_timeout: httpx.Timeout | None = None,
     ) -> Any:
         content = b.encode(body) if body is not UNSET else None
-        headers = {"Content-Type": "application/json"} if content is not None else None
         deadline = time.monotonic() + self._retry_budget
         while True:
             try:
-                response = await self._http.request(
-                    method,
-                    url,
-                    content=content,
-                    headers=headers,
-                    params=params,
-                    timeout=http_timeout or self._timeout,
-                )
+                response = await self._send(method, url, content, params, http_timeout)
             except httpx.TransportError as exc:
                 raise TransportError(f"{method} {url}: {exc!r}") from exc
             try:
@@ -104,6 +98,32 @@ class AsyncClient:
                 if pause is None:
                     raise
                 await asyncio.sleep(pause)
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        params: Mapping[str, Any] | None,
+        http_timeout: httpx.Timeout | None,
+    ) -> httpx.Response:
+        if self._transport is None:
+            return await self._http.request(
+                method,
+                url,
+                content=content,
+                headers={"Content-Type": "application/json"} if content is not None else None,
+                params=params,
+                timeout=http_timeout or self._timeout,
+            )
+        request = self._wire.build(method, url, content, params, http_timeout)
+        response = await self._transport.handle_async_request(request)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        response.request = request
+        return response
 
     # Producers
 
