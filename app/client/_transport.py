@@ -1,22 +1,30 @@
 """A lean keep-alive HTTP/1.1 transport for httpx, stdlib only: the SDK's default for ``http://``.
 
 Why: httpx's own transport (httpcore + h11 + anyio) costs more CPU per request than the
-service spends answering it. Measured on the 2-core test machine, sequential
-``POST /v1/jobs`` against one ``jobq serve``, interleaved rounds (``/tmp`` bench, one run):
+service spends answering it. Measured on the 2-core test machine (shared, so latencies are
+noisy; CPU per request is the steadier figure), sequential ``POST /v1/jobs`` against one
+``jobq serve``, every candidate interleaved in one run (4 rounds x 300 requests, the first
+round dropped):
 
-====================  ========  ============  ===================
-candidate             p50 (ms)  CPU/req (ms)  p50 vs http.client
-====================  ========  ============  ===================
-http.client (stdlib)  1.08      0.18          1.00
-httpx.Client          1.41      0.50          1.30
-httpx.AsyncClient     2.36      1.16          2.18
-httpx + httpx-aiohttp 1.82      0.61          1.68
-aiohttp (direct)      1.29      0.28          1.19
-httpx + this, sync    see FIGURES below
-httpx + this, async   see FIGURES below
-====================  ========  ============  ===================
+=========================  ========  ============  ===================
+candidate                  p50 (ms)  CPU/req (ms)  p50 vs http.client
+=========================  ========  ============  ===================
+http.client (stdlib)       1.08      0.17          1.00
+httpx.Client               1.78      0.62          1.65
+httpx.AsyncClient          1.97      1.04          1.83
+httpx + httpx-aiohttp      1.75      0.64          1.63
+aiohttp (direct)           1.32      0.28          1.22
+httpx.Client + this        1.41      0.35          1.31
+httpx.AsyncClient + this   1.41      0.40          1.31
+=========================  ========  ============  ===================
 
-FIGURES
+httpx-aiohttp saves little because httpx's client layer stays; aiohttp alone is lean but
+would be a second HTTP stack (and a C extension) in a base install that is meant to stay
+httpx, typer, rich. The rest of the httpx cost was ``httpx.Client``'s per-request work
+(URL merging, cookie jar, auth and redirect loop), which the clients now skip too
+(``_base.Wire``): the whole SDK call ``Client.enqueue`` spends 0.34 ms of CPU per request
+against 0.34 ms for a bare ``http.client`` loop with ``json`` (0.93 ms before), and
+``AsyncClient.enqueue`` 0.60 ms (1.83 ms before).
 
 So this module keeps httpx's API (``httpx.Client(transport=...)``; requests, responses and
 exceptions are httpx's) and replaces only the wire: one socket per connection, requests
@@ -27,9 +35,12 @@ transport: ``https://`` (TLS), proxies and HTTP/2 go to ``httpx.HTTPTransport`` 
 
 Robustness rules, each tested in tests/sdk/test_transport.py:
 
-- an idle connection the server has closed is noticed before reuse (it reads as EOF) and,
-  if the close races the request, the request is sent once more on a fresh connection, but
-  only when not one byte of an answer came back (the server never saw it);
+- an idle connection the server has closed is noticed before reuse (it reads as EOF) and
+  replaced by a fresh one. If the close races the request (the server's keep-alive
+  timeout fired as we sent), the request goes once more on a fresh connection when nothing
+  of it was written, or when its method is idempotent and no byte of an answer came back
+  (Go's net/http rule): a ``POST`` the server may have read and acted on is not sent
+  twice behind the caller's back, it raises ``httpx.RemoteProtocolError``;
 - timeouts come from the request (``connect``, ``read``, ``write``, ``pool``) and raise
   ``httpx.ConnectTimeout`` / ``ReadTimeout`` / ``WriteTimeout`` / ``PoolTimeout``; every
   socket error raises the matching ``httpx.TransportError``, so the SDK maps it to
@@ -250,19 +261,25 @@ class _Conn:
         self.buf = bytearray()
 
     def usable(self) -> bool:
-        """An idle connection is usable only while nothing is readable on it: readable
-        means the server closed it (EOF) or sent something unasked."""
-        try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
-        except (OSError, ValueError):
-            return False
-        return not readable
+        return _quiet(self.sock)
 
     def close(self) -> None:
         try:
             self.sock.close()
         except OSError:
             pass
+
+
+def _quiet(sock: socket.socket | None) -> bool:
+    """Nothing to read on an idle connection; readable means the server closed it (EOF)
+    or sent something unasked, and either way it must not carry a request."""
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
 
 
 class LeanTransport(httpx.BaseTransport):
@@ -294,9 +311,10 @@ class LeanTransport(httpx.BaseTransport):
                 conn = self._connect(origin, connect_t, request)
             try:
                 answer = self._exchange(conn, data, request, read_t, write_t, reused)
-            except _Stale:
+            except _Stale as stale:
                 conn.close()
-                continue  # a fresh connection: the server never saw this request
+                _resend(stale, request)
+                continue
             except BaseException:
                 conn.close()
                 raise
@@ -348,7 +366,7 @@ class LeanTransport(httpx.BaseTransport):
             raise httpx.WriteTimeout(f"write: {exc}", request=request) from exc
         except OSError as exc:
             if reused:
-                raise _Stale from exc
+                raise _Stale(written=False) from exc
             raise httpx.WriteError(f"write: {exc}", request=request) from exc
         answer = _Answer(no_body=request.method == "HEAD")
         buf = conn.buf
@@ -386,6 +404,22 @@ class LeanTransport(httpx.BaseTransport):
 class _Stale(Exception):
     """A reused keep-alive connection turned out closed before any answer came back."""
 
+    def __init__(self, written: bool = True) -> None:
+        super().__init__("connection closed by the server")
+        self.written = written
+
+
+# Methods that may be sent twice without changing the outcome (RFC 9110, 9.2.2).
+_IDEMPOTENT: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"})
+
+
+def _resend(stale: _Stale, request: httpx.Request) -> None:
+    """Return if the request may go again on a fresh connection, else raise."""
+    if stale.written and request.method not in _IDEMPOTENT:
+        raise httpx.RemoteProtocolError(
+            "server closed a kept-alive connection without answering; not sending "
+            f"{request.method} again (it may have been handled)", request=request)
+
 
 # asyncio
 
@@ -396,6 +430,7 @@ class _Protocol(asyncio.Protocol):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self.transport: asyncio.Transport | None = None
+        self.sock: socket.socket | None = None
         self.buf = bytearray()
         self.closed = False
         self._answer: _Answer | None = None
@@ -408,6 +443,7 @@ class _Protocol(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         sock = transport.get_extra_info("socket")
+        self.sock = sock
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -474,8 +510,10 @@ class _Protocol(asyncio.Protocol):
         waiter = self._loop.create_future()
         self._waiter = waiter
         try:
-            if self.buf:  # left over from before: not a clean connection
-                raise _Stale
+            if self.buf or self.closed:  # closed meanwhile, or bytes nobody asked for
+                if reused:
+                    raise _Stale(written=False)
+                raise httpx.RemoteProtocolError("connection closed at once", request=request)
             self.transport.write(data)
             # Small answers often arrived already; otherwise wait for them.
             try:
@@ -546,7 +584,9 @@ class LeanAsyncTransport(httpx.AsyncBaseTransport):
                     proto = await self._connect(loop, origin, connect_t, request)
                 try:
                     answer = await proto.exchange(data, request, read_t, reused)
-                except _Stale:
+                except _Stale as stale:
+                    proto.close()
+                    _resend(stale, request)
                     continue
                 except BaseException:
                     proto.close()  # a cancel mid-answer leaves the connection unusable
@@ -591,7 +631,8 @@ class LeanAsyncTransport(httpx.AsyncBaseTransport):
         idle = self._idle.get(origin)
         while idle:
             proto = idle.pop()
-            if not proto.closed and not proto.buf:
+            # The loop may not have read the server's close yet: ask the socket itself.
+            if not proto.closed and not proto.buf and _quiet(proto.sock):
                 return proto
             proto.close()
         return None
