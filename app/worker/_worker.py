@@ -320,6 +320,8 @@ class Worker:
                     await self._claimer
                     await self._drain()
                 finally:
+                    # Nothing more may start (prefetched leases expire on the service).
+                    self._ready.clear()
                     # Normally only the helpers are left; after a cancel, the jobs too.
                     jobs = [r.task for r in self._running.values() if r.task is not None]
                     leftovers = [*helpers, *self._beat_tasks, *jobs]
@@ -708,7 +710,7 @@ class Worker:
             log.info("waiting up to %gs for %d jobs", self.grace_period, len(self._running))
         while True:
             # Re-read each time: prefetched jobs start here as slots free.
-            tasks = [r.task for r in self._running.values() if r.task is not None]
+            tasks = [r.task for r in self._running.values() if r.task and not r.task.done()]
             remaining = deadline - self._loop.time()
             if not tasks or remaining <= 0:
                 break
@@ -733,12 +735,12 @@ class Worker:
     def _hand_back(self, r: _Running) -> None:
         """Give a prefetched, never started job back (fail, retry at once)."""
         r.abandoned = True
+        r.reporting = True  # so a lost lease does not cancel the report itself
         r.task = asyncio.create_task(self._send_unstarted(r), name=f"jobq-back-{r.lease.job.id}")
 
     async def _send_unstarted(self, r: _Running) -> None:
         try:
             if not r.lost:
-                r.reporting = True
                 await self._send_fail(r, _Fail(UNSTARTED_ERROR, retry_in_ms=0))
         finally:
             self._running.pop(r.lease.lease_id, None)
