@@ -57,6 +57,7 @@ import socket
 import threading
 import urllib.request
 from collections.abc import Iterable
+from contextlib import suppress
 from typing import Final
 
 import httpx
@@ -428,7 +429,7 @@ class _Protocol(asyncio.Protocol):
     """One connection; at most one request on it at a time."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.sock: socket.socket | None = None
         self.buf = bytearray()
@@ -507,7 +508,7 @@ class _Protocol(asyncio.Protocol):
         self._answer = answer
         self._error = None
         self.got_any = False
-        waiter = self._loop.create_future()
+        waiter = self.loop.create_future()
         self._waiter = waiter
         try:
             if self.buf or self.closed:  # closed meanwhile, or bytes nobody asked for
@@ -578,7 +579,7 @@ class LeanAsyncTransport(httpx.AsyncBaseTransport):
         await self._acquire(pool_t, request)
         try:
             while True:
-                proto = self._take(origin)
+                proto = self._take(origin, loop)
                 reused = proto is not None
                 if proto is None:
                     proto = await self._connect(loop, origin, connect_t, request)
@@ -627,10 +628,15 @@ class LeanAsyncTransport(httpx.AsyncBaseTransport):
                 return
         self._in_use -= 1
 
-    def _take(self, origin: tuple[str, int]) -> _Protocol | None:
+    def _take(self, origin: tuple[str, int], loop: asyncio.AbstractEventLoop) -> _Protocol | None:
         idle = self._idle.get(origin)
         while idle:
             proto = idle.pop()
+            if proto.loop is not loop:
+                # Made by an earlier event loop (asyncio.run twice): it cannot serve this one.
+                with suppress(RuntimeError):
+                    proto.close()
+                continue
             # The loop may not have read the server's close yet: ask the socket itself.
             if not proto.closed and not proto.buf and _quiet(proto.sock):
                 return proto

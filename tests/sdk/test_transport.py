@@ -266,3 +266,15 @@ def test_the_clients_use_it_unless_a_proxy_or_a_transport_is_set(
     assert jobq.Client("http://jobq.test", transport=mock)._http._transport is mock
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
     assert not isinstance(jobq.Client("http://jobq.test")._http._transport, LeanTransport)
+
+
+def test_an_async_client_outlives_its_event_loop(serve: Callable[[Script], ScriptedServer]) -> None:
+    server = serve(answer_json)
+    client = jobq.AsyncClient(server.url)
+
+    async def call() -> int:
+        return (await client._http.get(server.url)).status_code
+
+    # Each asyncio.run is a new loop; a connection from the old one must not be reused.
+    assert [asyncio.run(call()) for _ in range(2)] == [200, 200]
+    assert server.connections == 2
