@@ -35,8 +35,11 @@ class Client:
     that much time in total per call; without it those answers raise at once. An answer
     ``401`` (``Unauthorized``) or ``403`` (``Forbidden``) is never retried. ``token`` is
     sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
-    (``token=""`` sends none). ``transport`` replaces httpx's network transport
-    (``httpx.MockTransport`` in tests).
+    (``token=""`` sends none). ``transport`` replaces the network transport
+    (``httpx.MockTransport`` in tests); by default ``http://`` URLs go through the SDK's
+    own keep-alive transport (``jobq.client._transport``: a third of httpx's CPU per
+    request) and ``https://``, or any URL when a proxy is set in the environment, through
+    httpx's.
     """
 
     def __init__(
