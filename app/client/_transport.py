@@ -216,11 +216,10 @@ class _Answer:
         )
 
 
-def _request_bytes(request: httpx.Request) -> bytes:
+def _request_bytes(request: httpx.Request, body: bytes) -> bytes:
     url = request.url
     target = url.raw_path  # path and query, already percent-encoded
     lines = [request.method.encode("ascii"), b" ", target, b" HTTP/1.1\r\n"]
-    body = request.read()
     has_length = False
     for name, value in request.headers.raw:
         lower = name.lower()
@@ -303,7 +302,7 @@ class LeanTransport(httpx.BaseTransport):
                 self._fallback = httpx.HTTPTransport()
             return self._fallback.handle_request(request)
         origin = _origin(request)
-        data = _request_bytes(request)
+        data = _request_bytes(request, request.read())
         connect_t, read_t, write_t, _ = _timeouts(request)
         while True:
             conn = self._take(origin)
@@ -574,7 +573,7 @@ class LeanAsyncTransport(httpx.AsyncBaseTransport):
                 self._fallback = httpx.AsyncHTTPTransport()
             return await self._fallback.handle_async_request(request)
         origin = _origin(request)
-        data = _request_bytes(request)
+        data = _request_bytes(request, await request.aread())
         connect_t, read_t, _, pool_t = _timeouts(request)
         await self._acquire(pool_t, request)
         try:

@@ -278,3 +278,27 @@ def test_an_async_client_outlives_its_event_loop(serve: Callable[[Script], Scrip
     # Each asyncio.run is a new loop; a connection from the old one must not be reused.
     assert [asyncio.run(call()) for _ in range(2)] == [200, 200]
     assert server.connections == 2
+
+
+def test_a_streamed_request_body_is_sent_whole(serve: Callable[[Script], ScriptedServer]) -> None:
+    server = serve(answer_json)
+
+    def parts() -> Iterator[bytes]:
+        yield b'{"a":'
+        yield b"1}"
+
+    async def aparts() -> Any:
+        yield b'{"b":'
+        yield b"2}"
+
+    async def send_async() -> int:
+        async with httpx.AsyncClient(transport=LeanAsyncTransport()) as http:
+            return (await http.post(server.url, content=aparts())).status_code
+
+    with httpx.Client(transport=LeanTransport()) as http:
+        assert http.post(server.url, content=parts()).status_code == 200
+    assert asyncio.run(send_async()) == 200
+    for request, body in zip(server.requests, (b'{"a":1}', b'{"b":2}'), strict=True):
+        head = request.lower()
+        assert request.endswith(b"\r\n\r\n" + body)
+        assert b"content-length: 7\r\n" in head and b"transfer-encoding" not in head
