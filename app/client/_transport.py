@@ -26,6 +26,11 @@ httpx, typer, rich. The rest of the httpx cost was ``httpx.Client``'s per-reques
 against 0.34 ms for a bare ``http.client`` loop with ``json`` (0.93 ms before), and
 ``AsyncClient.enqueue`` 0.60 ms (1.83 ms before).
 
+Under concurrency (one ``AsyncClient``, 50 concurrent ``enqueue`` calls, 3 interleaved
+rounds of 3,000; the shared service was the bottleneck, so CPU per request is the figure):
+httpx's transport 1.95 ms, this one 0.24 ms, httpx-aiohttp's 0.34 ms, aiohttp alone
+0.25 ms.
+
 So this module keeps httpx's API (``httpx.Client(transport=...)``; requests, responses and
 exceptions are httpx's) and replaces only the wire: one socket per connection, requests
 written in one ``send``, responses parsed from a byte buffer (Content-Length, chunked, or
