@@ -104,6 +104,8 @@ def register(app: typer.Typer) -> None:
         lease_ms: Annotated[int | None, typer.Option(min=100)] = None,
         grace_period: Annotated[float, typer.Option(min=0)] = 30.0,
         worker_id: Annotated[str | None, typer.Option()] = None,
+        prefetch: Annotated[int, typer.Option(
+            min=0, max=1000, help="jobs claimed ahead of free slots (held, heartbeated)")] = 0,
         url: Url = DEFAULT_URL,
         token: Token = None,
     ) -> None:
@@ -112,7 +114,7 @@ def register(app: typer.Typer) -> None:
 
         try:
             code = run_worker(url, spec, queues, concurrency, token=token, lease_ms=lease_ms,
-                              worker_id=worker_id, grace_period=grace_period)
+                              worker_id=worker_id, grace_period=grace_period, prefetch=prefetch)
         except ValueError as exc:
             # A handler's errors fail its job inside the worker; a ValueError that gets here
             # is the command line's (a spec that does not import, no queue): a line, not a trace.

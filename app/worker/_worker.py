@@ -1,13 +1,21 @@
 """The worker runner: claim → run the handler → ack or fail, with heartbeats and shutdown.
 
-One asyncio loop does all the talking to the service through ``AsyncClient``:
+One asyncio loop does all the talking to the service, through two ``AsyncClient``s: one
+for claims, one for reports (acks, fails, heartbeats), so a report never waits behind a
+long-poll for a connection and a claim never waits behind a report.
 
-- the claim loop asks for exactly as many jobs as there are free slots, long-polling
-  while idle, and backs off with jitter when the service cannot be reached;
+- the claim loop keeps one long-poll outstanding whenever it holds fewer than
+  ``concurrency + prefetch`` jobs; it never waits for acks (a job whose handler has
+  returned no longer takes a slot) and backs off with jitter when the service cannot be
+  reached;
+- a claimed job starts in the same loop turn that decoded its lease: its task is created
+  (a sync handler is handed to the thread pool) before the claim loop asks again; jobs
+  beyond ``concurrency`` wait, prefetched, and the next one starts in the turn a handler
+  returns;
 - each job runs in its own task: ``async def`` handlers on the loop, plain functions in
   a thread pool;
-- one heartbeat task extends every running lease at a third of its length (the
-  contract has no batch heartbeat, so the calls go out concurrently);
+- one heartbeat task extends every held lease, prefetched ones too, at a third of its
+  length (the contract has no batch heartbeat, so the calls go out concurrently);
 - one acker task batches acks: whatever finishes while an ack is in flight goes out
   together in the next ``POST /v1/leases/ack``.
 """
@@ -25,7 +33,8 @@ import signal
 import socket
 import threading
 import traceback
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -59,6 +68,8 @@ T = TypeVar("T")
 
 DEFAULT_CONCURRENCY: Final = 10
 DEFAULT_WAIT_MS: Final = 10_000
+# Jobs claimed ahead of free slots; see Worker's docstring for the trade-off.
+DEFAULT_PREFETCH: Final = 0
 DEFAULT_GRACE_PERIOD_S: Final = 30.0
 MAX_WAIT_MS: Final = 30_000
 MAX_BATCH: Final = 1000
@@ -79,6 +90,9 @@ MIN_EMPTY_POLL_S: Final = 0.25
 # Error texts are stored with the job; keep them well under the service's body limit.
 MAX_ERROR_CHARS: Final = 16_000
 SHUTDOWN_ERROR: Final = "worker shut down before the job finished; handed back for another worker"
+UNSTARTED_ERROR: Final = (
+    "worker shut down before the prefetched job started; handed back for another worker"
+)
 
 
 @dataclass(frozen=True)
@@ -101,7 +115,8 @@ class _Running:
     is_async: bool
     lease_s: float
     next_beat: float  # loop time
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Task[None] | None = None  # None while prefetched (not started)
+    thread_result: asyncio.Future[Any] | None = None  # a sync handler's, once handed over
     beating: bool = False
     reporting: bool = False  # the handler is done; its ack or fail is under way
     lost: bool = False  # the service says the lease is gone: never ack or fail it
@@ -121,10 +136,6 @@ class _Backoff:
 
     def reset(self) -> None:
         self.failures = 0
-
-
-class _Stopped(Exception):
-    """The worker was asked to stop while waiting."""
 
 
 class _GaveUp(Exception):
@@ -175,6 +186,14 @@ class Worker:
     - If the lease is lost (the job was cancelled, or the lease expired and another worker
       took it), an async handler is cancelled and a sync handler's result is dropped.
     - Only job types in ``handlers`` are claimed.
+    - ``prefetch`` (default 0) claims up to that many jobs beyond the free slots, so the
+      next job is already here when a handler returns and a claim's round trip overlaps
+      the work. Prefetched jobs are leased (and heartbeated) but wait; a busy worker
+      holding them keeps them from an idle one, so keep it small (about the number of jobs
+      one slot finishes during a round trip to the service). On shutdown, prefetched jobs
+      not yet started are handed back at once (``fail`` with ``retry_in_ms: 0``), except a
+      job on its last attempt, which a hand-back would send dead: it runs in the grace
+      period when a slot frees, like the jobs already running.
 
     Without ``lease_ms`` the queue's lease length applies; the heartbeat rhythm is then read
     off the first ``locked_until``, which assumes the clocks agree to within seconds.
@@ -198,6 +217,7 @@ class Worker:
         grace_period: float = DEFAULT_GRACE_PERIOD_S,
         wait_ms: int = DEFAULT_WAIT_MS,
         transport: httpx.AsyncBaseTransport | None = None,
+        prefetch: int = DEFAULT_PREFETCH,
     ) -> None:
         if isinstance(queues, str):
             queues = [queues]
@@ -214,12 +234,15 @@ class Worker:
             raise ValueError(f"lease_ms must be positive, not {lease_ms}")
         if not 0 <= wait_ms <= MAX_WAIT_MS:
             raise ValueError(f"wait_ms must be between 0 and {MAX_WAIT_MS}, not {wait_ms}")
+        if not 0 <= prefetch <= MAX_BATCH:
+            raise ValueError(f"prefetch must be between 0 and {MAX_BATCH}, not {prefetch}")
         if grace_period < 0:
             raise ValueError(f"grace_period must not be negative, not {grace_period}")
         self.url = url
         self.queues = list(queues)
         self.handlers = dict(handlers)
         self.concurrency = concurrency
+        self.prefetch = prefetch
         self.lease_ms = lease_ms
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.grace_period = grace_period
@@ -253,7 +276,14 @@ class Worker:
         self._stop = asyncio.Event()
         self._slot_freed = asyncio.Event()
         self._beats_changed = asyncio.Event()
+        # Every lease held, from claim until its ack or fail is answered.
         self._running: dict[str, _Running] = {}
+        # Claimed beyond the free slots, in claim order; each is also in _running.
+        self._ready: deque[_Running] = deque()
+        self._active = 0  # handlers not yet returned: what concurrency bounds
+        self._claiming = False  # the claim loop is awaiting a claim (safe to cancel)
+        self._claim_aborted = False
+        self._claimer: asyncio.Task[None] | None = None
         self._beat_tasks: set[asyncio.Task[None]] = set()
         self._report_deadline = float("inf")
         self._signals = 0
@@ -265,23 +295,33 @@ class Worker:
         self._pool = DaemonThreadPool(self.concurrency)
         self._acker = _Acker(self)
         log.info(
-            "worker %s: queues=%s types=%s concurrency=%d",
+            "worker %s: queues=%s types=%s concurrency=%d prefetch=%d",
             self.worker_id,
             ",".join(self.queues),
             ",".join(sorted(self.handlers)),
             self.concurrency,
+            self.prefetch,
         )
         try:
-            async with AsyncClient(self.url, token=self._token, transport=self._transport) as c:
-                self._client = c
+            # Two clients, two sets of connections: claims and reports never queue together.
+            async with (
+                AsyncClient(self.url, token=self._token, transport=self._transport) as claims,
+                AsyncClient(self.url, token=self._token, transport=self._transport) as reports,
+            ):
+                self._client = claims
+                self._reports = reports
                 helpers = [
                     asyncio.create_task(self._heartbeat_loop(), name="jobq-heartbeats"),
                     asyncio.create_task(self._acker.run(), name="jobq-acker"),
+                    asyncio.create_task(self._watch_stop(), name="jobq-stop"),
                 ]
                 try:
-                    await self._claim_loop()
+                    self._claimer = asyncio.create_task(self._claim_loop(), name="jobq-claims")
+                    await self._claimer
                     await self._drain()
                 finally:
+                    # Nothing more may start (prefetched leases expire on the service).
+                    self._ready.clear()
                     # Normally only the helpers are left; after a cancel, the jobs too.
                     jobs = [r.task for r in self._running.values() if r.task is not None]
                     leftovers = [*helpers, *self._beat_tasks, *jobs]
@@ -351,27 +391,33 @@ class Worker:
         assert self._loop is not None
         backoff = _Backoff()
         types = sorted(self.handlers)
+        most = self.concurrency + self.prefetch
         while not self._stop.is_set():
-            free = self.concurrency - len(self._running)
-            if free <= 0:
+            # Jobs whose handler returned do not count: their ack is the acker's business.
+            want = min(MAX_BATCH, most - self._active - len(self._ready))
+            if want <= 0:
                 self._slot_freed.clear()
-                with suppress(_Stopped):
-                    await self._until_stopped(self._slot_freed.wait())
+                await self._slot_freed.wait()  # _watch_stop sets it too
                 continue
             started = self._loop.time()
             try:
-                leases = await self._until_stopped(
-                    self._client.claim(
+                self._claiming = True
+                try:
+                    leases = await self._client.claim(
                         self.queues,
                         worker_id=self.worker_id,
                         types=types,
-                        limit=free,
+                        limit=want,
                         lease_ms=self.lease_ms,
                         wait_ms=self.wait_ms,
                     )
-                )
-            except _Stopped:
-                return
+                finally:
+                    self._claiming = False
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if self._claim_aborted and current is not None and current.uncancel() == 0:
+                    return  # _watch_stop aborted the long-poll
+                raise
             except _TRANSIENT as exc:
                 retry_after = exc.retry_after if isinstance(exc, RetryableError) else None
                 pause = backoff.next(retry_after)
@@ -389,11 +435,22 @@ class Worker:
                 await self._pause(pause)
                 continue
             backoff.reset()
+            # In the turn that decoded them: a claim answered just as the stop came is
+            # kept too (the drain runs it).
             for lease in leases:
-                self._start(lease)
+                self._take(lease)
             elapsed = self._loop.time() - started
             if not leases and elapsed < MIN_EMPTY_POLL_S:
                 await self._pause((MIN_EMPTY_POLL_S - elapsed) * random.uniform(1.0, 1.5))
+
+    async def _watch_stop(self) -> None:
+        """On stop: abort the long-poll in flight (not an answer being handled)."""
+        await self._stop.wait()
+        self._slot_freed.set()
+        claimer = self._claimer
+        if self._claiming and claimer is not None and not claimer.done():
+            self._claim_aborted = True
+            claimer.cancel()
 
     def _refused(self, call: str, exc: APIError) -> None:
         """The service refused a call for good: stop (once), and let run_async raise it."""
@@ -402,42 +459,40 @@ class Worker:
             log.error("%s refused by the service (%s)%s; stopping", call, exc, _hint(exc))
         self._stop.set()
 
-    async def _until_stopped(self, aw: Coroutine[Any, Any, T]) -> T:
-        """Await ``aw`` unless a stop comes first; then cancel it and raise ``_Stopped``."""
-        task = asyncio.ensure_future(aw)
-        stop = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            if not task.done():
-                task.cancel()
-        try:
-            # A claim answered just as the stop came: keep its leases, the drain runs them.
-            return await task
-        except asyncio.CancelledError:
-            if task.cancelled() and self._stop.is_set():
-                raise _Stopped from None
-            raise
-
     async def _pause(self, seconds: float) -> None:
         await _wait_event(self._stop, seconds)
 
-    def _start(self, lease: Lease) -> None:
+    def _take(self, lease: Lease) -> None:
+        """Hold a claimed lease: start it now if a slot is free, else keep it prefetched."""
         assert self._loop is not None
         lease_s = self._lease_length(lease)
-        running = _Running(
+        r = _Running(
             lease=lease,
             is_async=self._is_async.get(lease.job.type, False),
             lease_s=lease_s,
             next_beat=self._loop.time() + lease_s * HEARTBEAT_FRACTION,
         )
-        self._running[lease.lease_id] = running
-        running.task = asyncio.create_task(self._process(running), name=f"jobq-job-{lease.job.id}")
+        self._running[lease.lease_id] = r
         self._beats_changed.set()
         log.debug(
             "job %s (%s): claimed, attempt %d", lease.job.id, lease.job.type, lease.job.attempt
         )
+        if self._active < self.concurrency:
+            self._start(r)
+        else:
+            self._ready.append(r)
+
+    def _start(self, r: _Running) -> None:
+        self._active += 1
+        handler = self.handlers.get(r.lease.job.type)
+        if handler is not None and not r.is_async:
+            # Into the thread pool now, not on the task's first step a loop turn later.
+            r.thread_result = self._pool.run(handler, r.lease.job)
+        r.task = asyncio.create_task(self._process(r), name=f"jobq-job-{r.lease.job.id}")
+
+    def _start_prefetched(self) -> None:
+        while self._ready and self._active < self.concurrency:
+            self._start(self._ready.popleft())
 
     def _lease_length(self, lease: Lease) -> float:
         if self.lease_ms is not None:
@@ -461,6 +516,12 @@ class Worker:
                 if current is not None:
                     current.uncancel()
                 outcome = _Fail(SHUTDOWN_ERROR, retry_in_ms=0)
+            finally:
+                # The slot is free once the handler returns, before its ack: the next
+                # prefetched job starts in this very turn, and the claim loop may ask again.
+                self._active -= 1
+                self._start_prefetched()
+                self._slot_freed.set()
             if r.lost:
                 log.debug("job %s: lease was lost; its outcome is dropped", job.id)
                 return
@@ -483,7 +544,9 @@ class Worker:
             if r.is_async:
                 value = await handler(job)  # type: ignore[misc]
             else:
-                value = await self._pool.run(handler, job)
+                if r.thread_result is None:
+                    r.thread_result = self._pool.run(handler, job)
+                value = await r.thread_result
         except Retry as exc:
             return _Fail(f"Retry: {exc.reason}", retry_in_ms=exc.in_ms)
         except Discard as exc:
@@ -540,7 +603,7 @@ class Worker:
         job = r.lease.job
         try:
             await self._retrying(
-                lambda: self._client.fail(
+                lambda: self._reports.fail(
                     r.lease.lease_id,
                     failure.error,
                     retry=failure.retry,
@@ -595,7 +658,7 @@ class Worker:
         assert self._loop is not None
         job = r.lease.job
         try:
-            await self._client.heartbeat(r.lease.lease_id, extend_ms=self.lease_ms)
+            await self._reports.heartbeat(r.lease.lease_id, extend_ms=self.lease_ms)
             r.next_beat = self._loop.time() + r.lease_s * HEARTBEAT_FRACTION
         except (LeaseLost, NotFound) as exc:
             self._lose(r, exc)
@@ -623,25 +686,44 @@ class Worker:
             job.type,
             exc.code,
         )
+        if r.task is None:  # prefetched, never started: just forget it
+            with suppress(ValueError):
+                self._ready.remove(r)
+            self._running.pop(r.lease.lease_id, None)
+            self._slot_freed.set()
+            return
         # An async handler can be stopped; a thread cannot, so its result is dropped later.
-        if r.is_async and not r.reporting and r.task is not None:
+        if r.is_async and not r.reporting:
             r.task.cancel()
 
     # Shutdown
 
     async def _drain(self) -> None:
         assert self._loop is not None
-        tasks = [r.task for r in self._running.values() if r.task is not None]
-        if tasks:
-            log.info("waiting up to %gs for %d running jobs", self.grace_period, len(tasks))
-            await asyncio.wait(tasks, timeout=self.grace_period)
+        # Prefetched jobs not started yet go back at once, for another worker to take now;
+        # one on its last attempt would go dead that way, so it waits for a slot instead.
+        for r in [r for r in self._ready if not _last_attempt(r.lease.job)]:
+            self._ready.remove(r)
+            self._hand_back(r)
+        deadline = self._loop.time() + self.grace_period
+        if self._running:
+            log.info("waiting up to %gs for %d jobs", self.grace_period, len(self._running))
+        while True:
+            # Re-read each time: prefetched jobs start here as slots free.
+            tasks = [r.task for r in self._running.values() if r.task and not r.task.done()]
+            remaining = deadline - self._loop.time()
+            if not tasks or remaining <= 0:
+                break
+            await asyncio.wait(tasks, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         self._report_deadline = self._loop.time() + FINAL_REPORT_S
         late = [r for r in self._running.values() if not (r.reporting or r.lost)]
         if late:
             log.warning("grace period over: handing back %d jobs", len(late))
+        while self._ready:
+            self._hand_back(self._ready.popleft())
         for r in late:
-            r.abandoned = True
-            if r.task is not None:
+            if r.task is not None and not r.abandoned:
+                r.abandoned = True
                 r.task.cancel()
         tasks = [r.task for r in self._running.values() if r.task is not None]
         if tasks:
@@ -649,6 +731,24 @@ class Worker:
             for task in pending:  # lost sync jobs whose threads are still busy
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _hand_back(self, r: _Running) -> None:
+        """Give a prefetched, never started job back (fail, retry at once)."""
+        r.abandoned = True
+        r.reporting = True  # so a lost lease does not cancel the report itself
+        r.task = asyncio.create_task(self._send_unstarted(r), name=f"jobq-back-{r.lease.job.id}")
+
+    async def _send_unstarted(self, r: _Running) -> None:
+        try:
+            if not r.lost:
+                await self._send_fail(r, _Fail(UNSTARTED_ERROR, retry_in_ms=0))
+        finally:
+            self._running.pop(r.lease.lease_id, None)
+            self._beats_changed.set()
+
+
+def _last_attempt(job: Job) -> bool:
+    return bool(job.max_attempts) and job.attempt >= job.max_attempts
 
 
 class _Acker:
@@ -679,7 +779,7 @@ class _Acker:
                 await self._send(batch)
 
     async def _send(self, batch: list[tuple[str, Any, asyncio.Future[str]]]) -> None:
-        client = self._worker._client
+        client = self._worker._reports
         if len(batch) == 1:
             lease_id, result, future = batch[0]
             try:

@@ -36,6 +36,10 @@ class FakeService:
         self.refuse: dict[str, tuple[int, str]] = {}
         self.refused_calls: list[str] = []
         self.ack_latency = ack_latency
+        # While set to an unset Event, every ack waits for it: an ack held in flight.
+        self.ack_gate: asyncio.Event | None = None
+        self.claims_open = 0  # claims being answered right now (long-polls in flight)
+        self.claims_open_at_ack: list[int] = []  # claims_open when each ack arrived
         self._next_id = 0
         self.claimed = asyncio.Event()
 
@@ -70,6 +74,10 @@ class FakeService:
         if action in self.refuse:
             self.refused_calls.append(action)
             return _problem(*self.refuse[action])
+        if action == "ack":
+            self.claims_open_at_ack.append(self.claims_open)
+            if self.ack_gate is not None:
+                await self.ack_gate.wait()
         if parts == ["v1", "leases", "ack"]:
             await asyncio.sleep(self.ack_latency)
             self.ack_batches.append(len(body["acks"]))
@@ -103,6 +111,13 @@ class FakeService:
         return {"lease_id": lease_id, "ok": True}
 
     async def _claim(self, body: dict[str, Any]) -> httpx.Response:
+        self.claims_open += 1
+        try:
+            return await self._answer_claim(body)
+        finally:
+            self.claims_open -= 1
+
+    async def _answer_claim(self, body: dict[str, Any]) -> httpx.Response:
         self.claims.append(body)
         if self.claim_status is not None:
             return _problem(*self.claim_status)

@@ -90,6 +90,113 @@ async def test_claims_ask_only_for_free_slots() -> None:
     assert limits[0] == 2 and max(limits) <= 2
 
 
+async def test_prefetch_claims_ahead_but_never_holds_more_than_slots_plus_prefetch() -> None:
+    fake = FakeService()
+    for _ in range(10):
+        fake.add("t")
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def handler(job: jobq.Job) -> None:
+        started.append(job.id)
+        await release.wait()
+
+    worker = make_worker(fake, {"t": handler}, concurrency=2, prefetch=3)
+    task = asyncio.create_task(worker.run_async())
+    await eventually(lambda: len(fake.leased) == 5)
+    claims_then = len(fake.claims)
+    # Everything held: the worker waits for a slot instead of asking again, and only two
+    # handlers run while three jobs wait.
+    await asyncio.sleep(0.3)
+    assert len(fake.claims) == claims_then and len(fake.leased) == 5
+    assert len(started) == 2
+    release.set()
+    await eventually(lambda: len(fake.acks) == 10)
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+    assert max(c["limit"] for c in fake.claims) <= 5 and fake.claims[0]["limit"] == 5
+
+
+async def test_prefetched_leases_are_heartbeated_before_they_start() -> None:
+    fake = FakeService()
+    first, second = fake.add("t"), fake.add("t")
+    beaten_before_start: list[bool] = []
+
+    async def handler(job: jobq.Job) -> None:
+        if job.id == first:
+            # The second job waits prefetched behind this one; its lease must be kept.
+            await eventually(lambda: f"L{second}.1" in fake.heartbeats)
+        else:
+            beaten_before_start.append(f"L{second}.1" in fake.heartbeats)
+
+    worker = make_worker(fake, {"t": handler}, concurrency=1, prefetch=1, lease_ms=150)
+    await run_until(worker, lambda: len(fake.acks) == 2)
+    assert beaten_before_start == [True]
+
+
+async def test_a_job_arriving_while_an_ack_is_in_flight_starts_without_waiting_for_it() -> None:
+    fake = FakeService()
+    fake.ack_gate = asyncio.Event()  # every ack hangs until the gate opens
+    first = fake.add("t")
+    ran: list[str] = []
+
+    async def handler(job: jobq.Job) -> str:
+        ran.append(job.id)
+        return job.id
+
+    # One slot: the second job can only run if the first one's slot is free while its ack
+    # is still unanswered.
+    worker = make_worker(fake, {"t": handler}, concurrency=1)
+    task = asyncio.create_task(worker.run_async())
+    await eventually(lambda: fake.claims_open_at_ack != [])
+    second = fake.add("t")
+    await eventually(lambda: ran == [first, second])
+    assert fake.acks == {} and not fake.ack_gate.is_set()
+    fake.ack_gate.set()
+    await eventually(lambda: len(fake.acks) == 2)
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+
+
+async def test_acks_go_out_while_a_long_poll_is_open() -> None:
+    fake = FakeService()
+    for _ in range(3):
+        fake.add("t")
+    worker = make_worker(fake, {"t": lambda job: job.id}, wait_ms=2000)
+    task = asyncio.create_task(worker.run_async())
+    await eventually(lambda: len(fake.acks) == 3)
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+    # The next long-poll went out before (and stayed open during) the acks.
+    assert fake.claims_open_at_ack and all(n == 1 for n in fake.claims_open_at_ack)
+
+
+async def test_stop_hands_back_prefetched_jobs_at_once_but_runs_a_last_attempt() -> None:
+    fake = FakeService()
+    running = fake.add("t")
+    last = fake.add("t", max_attempts=1)  # the claim makes this attempt 1 of 1
+    spare = fake.add("t")
+    stopping = asyncio.Event()
+
+    async def handler(job: jobq.Job) -> str:
+        if job.id == running:
+            await stopping.wait()
+            # Handed back while this job still runs, not after the grace period.
+            await eventually(lambda: spare in fake.fails)
+        return job.id
+
+    worker = make_worker(fake, {"t": handler}, concurrency=1, prefetch=2, grace_period=5)
+    task = asyncio.create_task(worker.run_async())
+    await eventually(lambda: len(fake.leased) == 3)
+    worker.stop()
+    stopping.set()
+    await asyncio.wait_for(task, 5)
+    assert fake.fails[spare]["retry_in_ms"] == 0 and "prefetched" in fake.fails[spare]["error"]
+    # Handing the last attempt back would have sent it dead: it ran in the grace period.
+    assert fake.acks == {running: running, last: last}
+    assert fake.leased == {}
+
+
 async def test_jobs_finishing_together_are_acked_in_one_batch() -> None:
     fake = FakeService(ack_latency=0.05)
     for _ in range(20):
@@ -297,6 +404,8 @@ def test_worker_checks_its_arguments() -> None:
         Worker(URL, queues=["q"], handlers={"t": 42})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="concurrency"):
         Worker(URL, queues=["q"], handlers={"t": print}, concurrency=0)
+    with pytest.raises(ValueError, match="prefetch"):
+        Worker(URL, queues=["q"], handlers={"t": print}, prefetch=-1)
     with pytest.raises(ValueError, match="wait_ms"):
         Worker(URL, queues=["q"], handlers={"t": print}, wait_ms=60_000)
 

@@ -1,0 +1,304 @@
+"""The SDK's own HTTP/1.1 transport against a scripted socket server: keep-alive, re-dial on
+a connection the server closed, framings of the answer, timeouts and errors."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import jobq.client as jobq
+from jobq.client._transport import LeanAsyncTransport, LeanTransport
+
+# What the scripted server does with one request on one connection: it gets the
+# connection, the request's head and body, and how many requests came before on this
+# connection; it writes the answer (or not) and returns False to close the connection.
+Script = Callable[[socket.socket, bytes, bytes, int], bool]
+
+JSON_OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
+
+
+class ScriptedServer:
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.closed = threading.Semaphore(0)  # released each time it closes a connection
+        self._threads: list[threading.Thread] = []
+        self._done = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._done.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _serve(self, conn: socket.socket) -> None:
+        buf = b""
+        served = 0
+        with conn:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    try:
+                        chunk = conn.recv(65536)
+                    except OSError:
+                        return
+                    if not chunk:
+                        return
+                    buf += chunk
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(buf) < length:
+                    buf += conn.recv(65536)
+                body, buf = buf[:length], buf[length:]
+                self.requests.append(head + b"\r\n\r\n" + body)
+                if not self.script(conn, head, body, served):
+                    break
+                served += 1
+        self.closed.release()
+
+    def close(self) -> None:
+        self._done.set()
+        self.listener.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Script], ScriptedServer]]:
+    servers: list[ScriptedServer] = []
+
+    def start(script: Script) -> ScriptedServer:
+        server = ScriptedServer(script)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def answer_json(conn: socket.socket, head: bytes, body: bytes, served: int) -> bool:
+    conn.sendall(JSON_OK)
+    return True
+
+
+def get_sync(server: ScriptedServer, n: int, **kwargs: Any) -> list[httpx.Response]:
+    with httpx.Client(base_url=server.url, transport=LeanTransport(), **kwargs) as http:
+        return [http.post("/v1/x", json={"i": i}) for i in range(n)]
+
+
+async def get_async(server: ScriptedServer, n: int, **kwargs: Any) -> list[httpx.Response]:
+    async with httpx.AsyncClient(base_url=server.url, transport=LeanAsyncTransport(),
+                                 **kwargs) as http:
+        return [await http.post("/v1/x", json={"i": i}) for i in range(n)]
+
+
+def test_requests_reuse_one_connection(serve: Callable[[Script], ScriptedServer]) -> None:
+    server = serve(answer_json)
+    answers = get_sync(server, 3)
+    assert [a.json() for a in answers] == [{"ok": True}] * 3
+    assert server.connections == 1
+    assert b'{"i":2}' in server.requests[2] and b"Content-Length: 7" in server.requests[2]
+    asyncio.run(get_async(server, 3))
+    assert server.connections == 2
+
+
+def test_an_idle_connection_the_server_closed_is_redialled(
+    serve: Callable[[Script], ScriptedServer],
+) -> None:
+    def once_then_close(conn: socket.socket, head: bytes, body: bytes, served: int) -> bool:
+        conn.sendall(JSON_OK)  # says nothing of closing, as after a keep-alive timeout
+        return False
+
+    server = serve(once_then_close)
+
+    def closed() -> None:  # the server has closed the connection the answer came on
+        assert server.closed.acquire(timeout=5)
+
+    with httpx.Client(base_url=server.url, transport=LeanTransport()) as http:
+        for i in range(3):
+            assert http.post("/v1/x", json={"i": i}).status_code == 200
+            closed()
+
+    async def run_async() -> None:
+        async with httpx.AsyncClient(base_url=server.url, transport=LeanAsyncTransport()) as http:
+            for i in range(3):
+                assert (await http.post("/v1/x", json={"i": i})).status_code == 200
+                closed()
+
+    asyncio.run(run_async())
+    assert server.connections == 6 and len(server.requests) == 6
+
+
+def test_only_an_idempotent_request_racing_a_close_is_sent_again(
+    serve: Callable[[Script], ScriptedServer],
+) -> None:
+    def drop_the_second(conn: socket.socket, head: bytes, body: bytes, served: int) -> bool:
+        # The second request on the first connection: read, then closed without a byte
+        # of answer, as when a keep-alive timeout fires just as the request arrives.
+        if served == 1 and len(server.requests) <= 2:
+            return False
+        conn.sendall(JSON_OK)
+        return True
+
+    def run(method: str, use_async: bool) -> list[int]:
+        server.requests.clear()
+
+        async def twice_async() -> list[int]:
+            async with httpx.AsyncClient(transport=LeanAsyncTransport()) as http:
+                return [(await http.request(method, server.url)).status_code for _ in "ab"]
+
+        if use_async:
+            return asyncio.run(twice_async())
+        with httpx.Client(transport=LeanTransport()) as http:
+            return [http.request(method, server.url).status_code for _ in "ab"]
+
+    server = serve(drop_the_second)
+    for use_async in (False, True):
+        assert run("GET", use_async) == [200, 200]
+        assert len(server.requests) == 3  # the second one twice
+        # A POST the server read may have been acted on: it is not sent again.
+        with pytest.raises(httpx.RemoteProtocolError, match="not sending POST again"):
+            run("POST", use_async)
+        assert len(server.requests) == 2
+
+
+def test_chunked_and_until_close_answers(serve: Callable[[Script], ScriptedServer]) -> None:
+    def chunked(conn: socket.socket, head: bytes, body: bytes, served: int) -> bool:
+        if served == 0:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            conn.sendall(b"4;ext=1\r\n{\"a\"\r\n")
+            conn.sendall(b"5\r\n:[1,2\r\n2\r\n]}\r\n0\r\nX-Trailer: t\r\n\r\n")
+            return True
+        conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"b\":")
+        conn.sendall(b"3}")
+        return False
+
+    server = serve(chunked)
+    assert [a.json() for a in get_sync(server, 2)] == [{"a": [1, 2]}, {"b": 3}]
+    assert [a.json() for a in asyncio.run(get_async(server, 2))] == [{"a": [1, 2]}, {"b": 3}]
+    assert server.connections == 2  # each client: one kept alive, then closed on request
+
+
+def test_no_answer_in_time_is_a_transport_error(serve: Callable[[Script], ScriptedServer]) -> None:
+    def never_answer(conn: socket.socket, head: bytes, body: bytes, served: int) -> bool:
+        threading.Event().wait(5)
+        return False
+
+    server = serve(never_answer)
+    with pytest.raises(jobq.TransportError, match="ReadTimeout"):
+        with jobq.Client(server.url, timeout=0.2, transport=LeanTransport()) as client:
+            client.get("1")
+
+    async def async_get() -> None:
+        async with jobq.AsyncClient(server.url, timeout=0.2) as client:
+            await client.get("1")
+
+    with pytest.raises(jobq.TransportError, match="ReadTimeout"):
+        asyncio.run(async_get())
+
+
+def test_refused_and_broken_connections_are_transport_errors(
+    serve: Callable[[Script], ScriptedServer],
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as unused:
+        port = unused.getsockname()[1]
+    with pytest.raises(jobq.TransportError, match="ConnectError"):
+        with jobq.Client(f"http://127.0.0.1:{port}") as client:
+            client.get("1")
+
+    def garbage(conn: socket.socket, head: bytes, body: bytes, served: int) -> bool:
+        conn.sendall(b"NOT HTTP\r\n\r\n")
+        return False
+
+    server = serve(garbage)
+    with pytest.raises(jobq.TransportError, match="RemoteProtocolError"):
+        with jobq.Client(server.url) as client:
+            client.get("1")
+
+    async def async_get() -> None:
+        async with jobq.AsyncClient(server.url) as client:
+            await client.get("1")
+
+    with pytest.raises(jobq.TransportError, match="RemoteProtocolError"):
+        asyncio.run(async_get())
+
+
+def test_many_concurrent_requests_wait_for_a_connection(
+    serve: Callable[[Script], ScriptedServer],
+) -> None:
+    server = serve(answer_json)
+
+    async def burst() -> list[int]:
+        transport = LeanAsyncTransport(max_connections=4)
+        async with httpx.AsyncClient(base_url=server.url, transport=transport) as http:
+            answers = await asyncio.gather(*(http.get("/x") for _ in range(40)))
+        return [a.status_code for a in answers]
+
+    assert asyncio.run(burst()) == [200] * 40
+    assert server.connections <= 4
+
+
+def test_the_clients_use_it_unless_a_proxy_or_a_transport_is_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    mock = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert isinstance(jobq.Client("http://jobq.test")._http._transport, LeanTransport)
+    assert isinstance(jobq.AsyncClient("http://jobq.test")._http._transport, LeanAsyncTransport)
+    assert jobq.Client("http://jobq.test", transport=mock)._http._transport is mock
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
+    assert not isinstance(jobq.Client("http://jobq.test")._http._transport, LeanTransport)
+
+
+def test_an_async_client_outlives_its_event_loop(serve: Callable[[Script], ScriptedServer]) -> None:
+    server = serve(answer_json)
+    client = jobq.AsyncClient(server.url)
+
+    async def call() -> int:
+        return (await client._http.get(server.url)).status_code
+
+    # Each asyncio.run is a new loop; a connection from the old one must not be reused.
+    assert [asyncio.run(call()) for _ in range(2)] == [200, 200]
+    assert server.connections == 2
+
+
+def test_a_streamed_request_body_is_sent_whole(serve: Callable[[Script], ScriptedServer]) -> None:
+    server = serve(answer_json)
+
+    def parts() -> Iterator[bytes]:
+        yield b'{"a":'
+        yield b"1}"
+
+    async def aparts() -> Any:
+        yield b'{"b":'
+        yield b"2}"
+
+    async def send_async() -> int:
+        async with httpx.AsyncClient(transport=LeanAsyncTransport()) as http:
+            return (await http.post(server.url, content=aparts())).status_code
+
+    with httpx.Client(transport=LeanTransport()) as http:
+        assert http.post(server.url, content=parts()).status_code == 200
+    assert asyncio.run(send_async()) == 200
+    for request, body in zip(server.requests, (b'{"a":1}', b'{"b":2}'), strict=True):
+        head = request.lower()
+        assert request.endswith(b"\r\n\r\n" + body)
+        assert b"content-length: 7\r\n" in head and b"transfer-encoding" not in head
