@@ -154,7 +154,7 @@ def compare_sdk(sdk: dict[str, Any]) -> tuple[dict[str, float | None], list[dict
         for p in ("p50", "p99"):
             ratios[f"sdk_sequential_enqueue_{p}_vs_raw"] = _sdk_ratio(seq["sdk"][f"{p}_ms"], seq["raw"][f"{p}_ms"])
         cpu_ratios("sdk_sequential_enqueue", seq["raw"], seq["sdk"])
-        targets.append(_target("sdk: Client.enqueue latency p50 / raw", ratios["sdk_sequential_enqueue_p50_vs_raw"],
+        targets.append(_target("sdk: enqueue latency p50 / raw", ratios["sdk_sequential_enqueue_p50_vs_raw"],
                                "<=", TARGET_SDK_SEQUENTIAL_ENQUEUE_RATIO, "times"))
     if "enqueue_many" in sdk:
         many = sdk["enqueue_many"]
@@ -165,7 +165,7 @@ def compare_sdk(sdk: dict[str, Any]) -> tuple[dict[str, float | None], list[dict
         for side, name in (("worker", "sdk_worker_drain"), ("in_process", "sdk_in_process_drain")):
             ratios[f"{name}_vs_raw"] = _sdk_ratio(drain[side]["rate"], drain["raw"]["rate"])
             cpu_ratios(name, drain["raw"], drain[side])
-        targets.append(_target("sdk: `jobq worker` drain / raw drain", ratios["sdk_worker_drain_vs_raw"], ">=",
+        targets.append(_target("sdk: jobq worker drain / raw", ratios["sdk_worker_drain_vs_raw"], ">=",
                                TARGET_SDK_WORKER_DRAIN_RATIO, "ratio"))
     for pair in sdk.get("pickup", []):
         where = f"at_{pair['offered_rate']:g}_w{pair['workers']}"
@@ -173,7 +173,7 @@ def compare_sdk(sdk: dict[str, Any]) -> tuple[dict[str, float | None], list[dict
         for p in ("p50", "p99"):
             ratios[f"sdk_pickup_{p}_vs_raw_{where}"] = _sdk_ratio(other[f"{p}_ms"], raw[f"{p}_ms"])
         ratios[f"sdk_pickup_client_cpu_vs_raw_{where}"] = _sdk_ratio(_cpu(other, "client"), _cpu(raw, "client"))
-        label = f"sdk: pickup at {pair['offered_rate']:g} jobs/s, {pair['workers']} worker process(es)"
+        label = f"sdk: pickup at {pair['offered_rate']:g}/s, {pair['workers']} worker(s),"
         for p, limit in (("p50", TARGET_PICKUP_P50_MS), ("p99", TARGET_PICKUP_P99_MS)):
             target = _target(f"{label} {p}", other[f"{p}_ms"], "<=", limit, "ms")
             if other["unclaimed"]:  # jobs never picked up: no percentile of the claimed ones meets it
@@ -183,39 +183,36 @@ def compare_sdk(sdk: dict[str, Any]) -> tuple[dict[str, float | None], list[dict
 
 
 def render_sdk(console: Console, sdk: dict[str, Any], ratios: dict[str, float | None]) -> None:
-    """The SDK beside the raw client: each figure, each side's CPU per 1,000 jobs."""
-    table = Table(title=f"SDK vs raw client, interleaved in one run ({sdk['worker_processes']} `jobq worker` "
-                        f"processes of concurrency {sdk['concurrency']}); CPU ms per 1,000 jobs")
-    for column in ("figure", "raw", "sdk", "sdk / raw", "client CPU raw", "sdk", "service CPU raw", "sdk"):
+    """The SDK beside the raw client: each figure, and each side's CPU per 1,000 jobs (the
+    client's: the bench's process and its worker processes; the service's)."""
+    table = Table(title=f"SDK vs raw client, interleaved in one run: {sdk['worker_processes']} `jobq worker` "
+                        f"process(es) of concurrency {sdk['concurrency']} (CPU: ms per 1,000 jobs)")
+    for column in ("figure", "raw", "sdk", "sdk/raw", "cpu raw", "cpu sdk", "service raw", "service sdk"):
         table.add_column(column, justify="left" if column == "figure" else "right")
 
-    def row(figure: str, raw: dict[str, Any], other: dict[str, Any], key: str, unit: str, ratio: str) -> None:
-        table.add_row(figure, _fmt(raw[key], unit), _fmt(other[key], unit), _fmt(ratios.get(ratio), "x"),
-                      _fmt(_cpu(raw, "client")), _fmt(_cpu(other, "client")),
-                      _fmt(_cpu(raw, "service")), _fmt(_cpu(other, "service")))
+    def row(figure: str, raw: dict[str, Any], other: dict[str, Any], key: str, unit: str, ratio: str,
+            cpu: bool = True) -> None:
+        cells = [_fmt(_cpu(side, who)) if cpu else "" for who in ("client", "service") for side in (raw, other)]
+        table.add_row(figure, _fmt(raw[key], unit), _fmt(other[key], unit), _fmt(ratios.get(ratio), "x"), *cells)
 
     if "sequential_enqueue" in sdk:
         seq = sdk["sequential_enqueue"]
-        row(f"Client.enqueue one at a time, p50 ({seq['calls']:,} calls)", seq["raw"], seq["sdk"], "p50_ms", " ms",
-            "sdk_sequential_enqueue_p50_vs_raw")
-        row("  p99", seq["raw"], seq["sdk"], "p99_ms", " ms", "sdk_sequential_enqueue_p99_vs_raw")
+        row("enqueue one at a time, p50", seq["raw"], seq["sdk"], "p50_ms", " ms", "sdk_sequential_enqueue_p50_vs_raw")
+        row("  p99", seq["raw"], seq["sdk"], "p99_ms", " ms", "sdk_sequential_enqueue_p99_vs_raw", cpu=False)
     if "enqueue_many" in sdk:
         many = sdk["enqueue_many"]
-        row(f"AsyncClient.enqueue_many of {many['batch']}, {many['producers']} tasks (jobs/s)", many["raw"],
-            many["sdk"], "rate", "", "sdk_enqueue_many_vs_raw")
+        row(f"enqueue_many of {many['batch']}, jobs/s", many["raw"], many["sdk"], "rate", "", "sdk_enqueue_many_vs_raw")
     if "drain" in sdk:
         drain = sdk["drain"]
-        row(f"`jobq worker` drain, {drain['worker_processes']} process(es) (jobs/s)", drain["raw"], drain["worker"],
-            "rate", "", "sdk_worker_drain_vs_raw")
-        row(f"in-process Worker drain, concurrency {drain['worker_processes'] * drain['concurrency']} (jobs/s)",
-            drain["raw"], drain["in_process"], "rate", "", "sdk_in_process_drain_vs_raw")
+        row("drain: jobq worker, jobs/s", drain["raw"], drain["worker"], "rate", "", "sdk_worker_drain_vs_raw")
+        row("drain: in-process Worker", drain["raw"], drain["in_process"], "rate", "", "sdk_in_process_drain_vs_raw")
     for pair in sdk.get("pickup", []):
         where = f"at_{pair['offered_rate']:g}_w{pair['workers']}"
-        label = f"pickup at {pair['offered_rate']:g} jobs/s, {pair['workers']} idle worker(s)"
         unclaimed = pair["sdk"]["unclaimed"]
-        row(f"{label}, p50" + (f" ({unclaimed:,} never claimed)" if unclaimed else ""), pair["raw"], pair["sdk"],
-            "p50_ms", " ms", f"sdk_pickup_p50_vs_raw_{where}")
-        row("  p99", pair["raw"], pair["sdk"], "p99_ms", " ms", f"sdk_pickup_p99_vs_raw_{where}")
+        row(f"pickup {pair['offered_rate']:g}/s, {pair['workers']}w, p50", pair["raw"], pair["sdk"], "p50_ms", " ms",
+            f"sdk_pickup_p50_vs_raw_{where}")
+        row("  p99" + (f" ({unclaimed:,} unclaimed)" if unclaimed else ""), pair["raw"], pair["sdk"], "p99_ms", " ms",
+            f"sdk_pickup_p99_vs_raw_{where}", cpu=False)
     console.print(table)
 
 

@@ -52,7 +52,7 @@ SEQUENTIAL_ROUNDS = 4
 ROUNDS = 2  # of enqueue_many and of drains; each moves jobs / ROUNDS
 PICKUP_RATES = (100.0, 1_000.0)
 POLL_S = 0.02  # the database poll for the end of a worker's drain
-SETTLE_S = 0.5  # drainers reach their long-polls before the clock starts
+SETTLE_S = 0.25  # drainers reach their long-polls before the clock starts
 WARM_TIMEOUT_S = 90.0
 PICKUP_GRACE_S = 10.0  # after the last paced enqueue, for the workers to catch up
 
