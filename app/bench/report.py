@@ -186,8 +186,9 @@ def render_sdk(console: Console, sdk: dict[str, Any], ratios: dict[str, float | 
     """The SDK beside the raw client: each figure, and each side's CPU per 1,000 jobs (the
     client's: the bench's process and its worker processes; the service's)."""
     table = Table(title=f"SDK vs raw client, interleaved in one run: {sdk['worker_processes']} `jobq worker` "
-                        f"process(es) of concurrency {sdk['concurrency']} (CPU: ms per 1,000 jobs)")
-    for column in ("figure", "raw", "sdk", "sdk/raw", "cpu raw", "cpu sdk", "service raw", "service sdk"):
+                        f"process(es) of concurrency {sdk['concurrency']} (CPU: ms per 1,000 jobs; pickup "
+                        "(xN): enqueued N at a time, every 10 ms)")
+    for column in ("figure", "raw", "sdk", "sdk/raw", "client raw", "client sdk", "service raw", "service sdk"):
         table.add_column(column, justify="left" if column == "figure" else "right")
 
     def row(figure: str, raw: dict[str, Any], other: dict[str, Any], key: str, unit: str, ratio: str,
@@ -209,7 +210,9 @@ def render_sdk(console: Console, sdk: dict[str, Any], ratios: dict[str, float | 
     for pair in sdk.get("pickup", []):
         where = f"at_{pair['offered_rate']:g}_w{pair['workers']}"
         unclaimed = pair["sdk"]["unclaimed"]
-        row(f"pickup {pair['offered_rate']:g}/s, {pair['workers']}w, p50", pair["raw"], pair["sdk"], "p50_ms", " ms",
+        burst = pair.get("jobs_per_enqueue", 1)
+        row(f"pickup {pair['offered_rate']:g}/s{f' (x{burst})' if burst > 1 else ''}, {pair['workers']}w, p50",
+            pair["raw"], pair["sdk"], "p50_ms", " ms",
             f"sdk_pickup_p50_vs_raw_{where}")
         row("  p99" + (f" ({unclaimed:,} unclaimed)" if unclaimed else ""), pair["raw"], pair["sdk"], "p99_ms", " ms",
             f"sdk_pickup_p99_vs_raw_{where}", cpu=False)

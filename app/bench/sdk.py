@@ -12,7 +12,8 @@ sides of a ratio run under the same machine noise:
   on a thread), against raw-client tasks, one per worker process, each claiming ``limit`` =
   concurrency and acking the batch: the loop a worker would run if it cost nothing;
 - pickup at 100 and 1,000 jobs/s offered, with one and with ``--sdk-workers`` idle worker
-  processes, against as many idle raw-client tasks (same claim limit);
+  processes, against as many idle raw-client tasks (same claim limit); the enqueues are
+  paced at most one per 10 ms, so 1,000 jobs/s comes as batches of 10 (see ``_pace``);
 - per job, the CPU of each side (the bench's process plus its worker processes), of the
   service and of the database.
 
@@ -55,6 +56,7 @@ POLL_S = 0.02  # the database poll for the end of a worker's drain
 SETTLE_S = 0.25  # drainers reach their long-polls before the clock starts
 WARM_TIMEOUT_S = 90.0
 PICKUP_GRACE_S = 10.0  # after the last paced enqueue, for the workers to catch up
+PACE_TICK_S = 0.01  # the pickup phases' enqueues: at most one per 10 ms, a batch when the rate needs more
 
 
 def _order(i: int, sides: Sequence[str]) -> list[str]:
@@ -337,21 +339,35 @@ async def drains(run: _Run, control: BenchClient, producers: Sequence[BenchClien
             **{side: {"rate": round(c.rate), "cpu_ms_per_1000_jobs": c.per_1000()} for side, c in costs.items()}}
 
 
+def _per_tick(rate: float) -> int:
+    """Jobs per paced enqueue: one at up to 100 jobs/s, above that a batch every PACE_TICK_S."""
+    return max(1, round(rate * PACE_TICK_S))
+
+
 async def _pace(producers: Sequence[BenchClient], queue: str, rate: float, total: int) -> float:
-    """Single enqueues handed out on the clock to a pool of producers (one slow answer does
-    not hold back the next); the seconds it took to send them all."""
+    """Enqueues handed out on the clock to a pool of producers (one slow answer does not hold
+    back the next); the seconds it took to send them all. Above 100 jobs/s they are batches
+    every PACE_TICK_S: 1,000 single POSTs a second would take most of this machine's two
+    cores in the service alone (and the raw bench's single enqueue tops out near there), so
+    the workers would be measured starved, and the offered rate would not be met."""
+    size = _per_tick(rate)
+    counts = [size] * (total // size) + ([total % size] if total % size else [])
+
     async def send(client: BenchClient, ticks: asyncio.Queue[int | None]) -> None:
-        while (await ticks.get()) is not None:
-            await post(client, "/v1/jobs", {"type": JOB_TYPE, "queue": queue})
+        while (n := await ticks.get()) is not None:
+            if n == 1:
+                await post(client, "/v1/jobs", {"type": JOB_TYPE, "queue": queue})
+            else:
+                await post(client, "/v1/jobs/batch", {"jobs": [{"type": JOB_TYPE, "queue": queue}] * n})
 
     ticks: asyncio.Queue[int | None] = asyncio.Queue()
     sending = asyncio.create_task(run_all([send(c, ticks) for c in producers]))
     loop = asyncio.get_running_loop()
     start = loop.time()
     try:
-        for k in range(total):
-            await asyncio.sleep(max(0.0, start + k / rate - loop.time()))
-            ticks.put_nowait(k)
+        for k, n in enumerate(counts):
+            await asyncio.sleep(max(0.0, start + k * size / rate - loop.time()))
+            ticks.put_nowait(n)
         for _ in producers:
             ticks.put_nowait(None)
         await sending
@@ -412,7 +428,8 @@ async def pickups(run: _Run, producers: Sequence[BenchClient],
     i = 0
     for rate in PICKUP_RATES:
         for n in sorted(sets):
-            pair: dict[str, Any] = {"offered_rate": rate, "workers": n, "seconds": run.cfg.latency_seconds}
+            pair: dict[str, Any] = {"offered_rate": rate, "workers": n, "seconds": run.cfg.latency_seconds,
+                                    "jobs_per_enqueue": _per_tick(rate)}
             for side in _order(i, ("raw", "sdk")):
                 pair[side] = await _pickup_once(run, side, rate, producers, sets[n])
             out.append(pair)
