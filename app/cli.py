@@ -227,6 +227,12 @@ def bench(
     timeout: Annotated[float, typer.Option(min=1, help="seconds each phase may take")] = 300.0,
     token: Annotated[str | None, typer.Option(
         envvar="JOBQ_TOKEN", help="access token (default JOBQ_ADMIN_TOKEN)")] = None,
+    sdk: Annotated[bool, typer.Option(
+        help="also drive the service through the SDK (Client, AsyncClient, `jobq worker`, Worker) "
+             "beside the raw client, each figure as a ratio to it; needs the database")] = False,
+    sdk_workers: Annotated[int, typer.Option(min=1, max=16, help="`jobq worker` processes for --sdk")] = 2,
+    sdk_concurrency: Annotated[int, typer.Option(
+        min=1, max=1000, help="each --sdk worker's --concurrency (and the raw tasks' claim limit)")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
     drivers: Annotated[bool, typer.Option(
         help="only compare psycopg's paths (async, pool, pipeline, sync, sync in threads) on the "
@@ -258,7 +264,7 @@ def bench(
         data_dir=settings.data_dir, mode=bench_mode, jobs=jobs, producers=producers, workers=workers,
         batch=batch, queue=queue, latency_rate=latency_rate, latency_seconds=latency_seconds,
         baseline=baseline, server_workers=server_workers, connections=counts, timeout_s=timeout,
-        token=token or settings.admin_token,
+        token=token or settings.admin_token, sdk=sdk, sdk_workers=sdk_workers, sdk_concurrency=sdk_concurrency,
     )
     raise typer.Exit(b.main(cfg, as_json=as_json))
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +68,105 @@ def test_bench_runs_both_modes_with_baseline(live_server: LiveServer) -> None:
         "batch drain / raw batch drain", "single end-to-end / raw single whole life",
         "raw batch drain / minimal table drain", "raw drain DB CPU per job / minimal table's",
         "pickup p50", "pickup p99"]
+
+
+def _processes_naming(text: str) -> list[str]:
+    """Command lines of the processes on this machine that mention ``text``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(cmdline)
+    return found
+
+
+def test_bench_sdk_reports_the_sdk_beside_the_raw_client(live_server: LiveServer) -> None:
+    env = {**os.environ, "JOBQ_DATABASE_URL": live_server.database_url}
+    queue = f"bench-sdk-test-{os.getpid()}"
+    out = subprocess.run(
+        [sys.executable, "-m", "jobq.cli", "bench", "--url", live_server.url, "--mode", "batch",
+         "--jobs", "60", "--batch", "20", "--producers", "2", "--workers", "2", "--latency-seconds", "0.1",
+         "--sdk", "--sdk-workers", "2", "--sdk-concurrency", "4", "--queue", queue, "--timeout", "60", "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    sdk = report["sdk"]
+    assert (sdk["worker_processes"], sdk["concurrency"]) == (2, 4)
+
+    seq = sdk["sequential_enqueue"]
+    assert seq["calls"] == 60
+    for side in ("raw", "sdk"):
+        assert 0 < seq[side]["p50_ms"] <= seq[side]["p99_ms"]
+        assert seq[side]["cpu_ms_per_1000_jobs"]["client"] > 0
+    assert _rate(sdk["enqueue_many"]["raw"]["rate"]) and _rate(sdk["enqueue_many"]["sdk"]["rate"])
+    drain = sdk["drain"]
+    assert drain["jobs"] == 60
+    for side in ("raw", "worker", "in_process"):
+        assert _rate(drain[side]["rate"]), (side, drain)
+        # The worker processes' CPU is read from /proc and counted on the SDK's side.
+        assert drain[side]["cpu_ms_per_1000_jobs"]["client"] > 0, (side, drain)
+        # The bench did not start this service: it cannot know the service's processes.
+        assert drain[side]["cpu_ms_per_1000_jobs"]["service"] is None
+
+    pickups = sdk["pickup"]
+    assert [(p["offered_rate"], p["workers"]) for p in pickups] == [(100, 1), (100, 2), (1000, 1), (1000, 2)]
+    for pair in pickups:
+        for side in ("raw", "sdk"):
+            figures = pair[side]
+            # Every job offered was picked up and read back from the database.
+            assert figures["jobs"] == round(pair["offered_rate"] * 0.1) and figures["unclaimed"] == 0, pair
+            assert 0 <= figures["p50_ms"] <= figures["p99_ms"] <= figures["max_ms"]
+
+    ratios = report["ratios"]
+    for key in ("sdk_sequential_enqueue_p50_vs_raw", "sdk_enqueue_many_vs_raw", "sdk_worker_drain_vs_raw",
+                "sdk_in_process_drain_vs_raw", "sdk_worker_drain_client_cpu_vs_raw",
+                "sdk_pickup_p99_vs_raw_at_1000_w2"):
+        assert _rate(ratios[key]), (key, ratios)
+    figures = [t["figure"] for t in report["targets"]]
+    assert "sdk: enqueue latency p50 / raw" in figures and "sdk: jobq worker drain / raw" in figures
+    assert sum(f.startswith("sdk: pickup") for f in figures) == 8
+    assert all(t["met"] in (True, False) for t in report["targets"])
+
+    # Every worker process the bench started is gone, and so are the jobs it made.
+    assert _processes_naming(f"{queue}.sdk-w") == []
+    import psycopg
+
+    with psycopg.connect(live_server.database_url) as conn:
+        left = conn.execute("SELECT count(*) FROM jobs WHERE starts_with(queue, %s)", (queue + ".",)).fetchone()
+    assert left == (0,)
+
+
+def test_bench_sdk_table_shows_each_figure_beside_the_raw_one() -> None:
+    from rich.console import Console
+
+    from jobq.bench.report import compare_sdk, render_sdk
+
+    cpu = {"cpu_ms_per_1000_jobs": {"client": 100.0, "service": 400.0, "database": None}}
+    pickup = {"jobs": 10, "unclaimed": 0, "p50_ms": 2.0, "p95_ms": 3.0, "p99_ms": 4.0, "max_ms": 5.0, **cpu}
+    sdk = {
+        "worker_processes": 2, "concurrency": 10,
+        "sequential_enqueue": {"calls": 10, "raw": {"p50_ms": 1.0, "p99_ms": 2.0, **cpu},
+                               "sdk": {"p50_ms": 1.5, "p99_ms": 3.0, **cpu}},
+        "enqueue_many": {"batch": 100, "raw": {"rate": 10_000, **cpu}, "sdk": {"rate": 5_000, **cpu}},
+        "drain": {"jobs": 10, "worker_processes": 2, "concurrency": 10, "raw": {"rate": 2_000, **cpu},
+                  "worker": {"rate": 1_800, **cpu}, "in_process": {"rate": 1_000, **cpu}},
+        "pickup": [{"offered_rate": 100.0, "workers": 1, "raw": pickup, "sdk": {**pickup, "unclaimed": 3}}],
+    }
+    ratios, targets = compare_sdk(sdk)
+    assert ratios["sdk_sequential_enqueue_p50_vs_raw"] == 1.5 and ratios["sdk_worker_drain_vs_raw"] == 0.9
+    met = {t["figure"]: t["met"] for t in targets}
+    assert met["sdk: enqueue latency p50 / raw"] is False and met["sdk: jobq worker drain / raw"] is True
+    # Jobs never picked up fail the pickup targets, whatever the percentiles of the others.
+    assert met["sdk: pickup at 100/s, 1 worker(s), p50"] is False
+    console = Console(record=True, width=200)
+    render_sdk(console, sdk, ratios)
+    text = console.export_text()
+    assert "1.50x" in text and "0.90x" in text and "3 unclaimed" in text
 
 
 def test_bench_refuses_a_service_off_this_machine() -> None:

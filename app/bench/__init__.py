@@ -25,6 +25,14 @@ ceiling inserts batches with JobInsertMany and drains with JobClaim + LeaseAckMa
 ceiling runs each job's whole life, JobInsert, JobClaim (limit 1), LeaseAck, each statement
 its own transaction as in the service. The HTTP figures are reported as ratios to these.
 
+With ``--sdk``, after those, the path Python users take is measured beside the raw client,
+each pair interleaved round by round: one ``Client.enqueue`` at a time (latency p50/p99),
+``AsyncClient.enqueue_many``, drains by ``jobq worker jobq.bench.noop:handlers`` processes
+and by an in-process ``Worker``, pickup at 100 and 1,000 jobs/s with one and several idle
+worker processes, and the CPU per job of each side; reported as sdk ÷ raw (``sdk``'s
+docstring says how each is timed). It needs the database: the worker processes report
+nothing, so what they did is read back from the jobs.
+
 Between measurements the bench deletes the jobs it made and, on a server with autovacuum off,
 VACUUMs the jobs table, so no measurement runs on the dead rows of the one before.
 
@@ -37,7 +45,9 @@ service under test and the loopback checks), ``database`` (its settings, tidying
 (producers and workers over HTTP, with the lean HTTP client of ``client``), ``latency``,
 ``baseline`` (the raw-SQL ceilings), ``cpu`` (CPU metering), ``phases`` (timing a phase),
 ``report`` (ratios, targets, tables), ``run`` (one run, ``main``), ``drivers``
-(``--drivers``: the psycopg paths compared).
+(``--drivers``: the psycopg paths compared), ``sdk`` (``--sdk``: its phases), ``sdk_procs``
+(its worker processes, CPU spans and reads of the jobs table), ``noop`` (the handlers its
+workers run).
 """
 
 from jobq.bench.config import BenchConfig, BenchError, Mode

@@ -49,6 +49,10 @@ class BenchConfig:
     connections: tuple[int, ...]
     timeout_s: float  # per phase
     token: str | None
+    # --sdk: the SDK's path (Client, AsyncClient, `jobq worker`, Worker) beside the raw client
+    sdk: bool = False
+    sdk_workers: int = 2  # worker processes
+    sdk_concurrency: int = 10  # each one's --concurrency (`jobq worker`'s default)
 
     @property
     def modes(self) -> list[Mode]:

@@ -58,6 +58,7 @@ class DatabaseCpu:
         self._conn = psycopg.connect(database_url, autocommit=True, connect_timeout=5,
                                      application_name="jobq-bench-meter")
         self._me = self._conn.info.backend_pid
+        self._ignored = [self._me]
 
     @classmethod
     def open(cls, database_url: str) -> DatabaseCpu | None:
@@ -76,11 +77,16 @@ class DatabaseCpu:
             return None
         return meter
 
+    def ignore(self, backend_pid: int) -> None:
+        """Leave out a backend of the bench's own (one reading what the workers did): its
+        work is the bench's, not the service's."""
+        self._ignored.append(backend_pid)
+
     def sample(self) -> dict[int, int]:
         """pid -> CPU ticks of each backend on our database now."""
         rows = self._conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> %s",
-            (self._me,)).fetchall()
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> ALL (%s)",
+            (self._ignored,)).fetchall()
         out: dict[int, int] = {}
         for (pid,) in rows:
             if (stat := _read_stat(pid)) is not None:

@@ -21,6 +21,9 @@ TARGET_PICKUP_P99_MS = 20.0
 # The named statements against the minimal job table (issue 12).
 TARGET_NAMED_VS_MINIMAL_DRAIN = 0.6
 TARGET_NAMED_VS_MINIMAL_DB_CPU = 1.5
+# --sdk (issue 12): the SDK's path as a ratio to the raw client's, in the same run.
+TARGET_SDK_SEQUENTIAL_ENQUEUE_RATIO = 1.3  # latency p50: at most this many times the raw client's
+TARGET_SDK_WORKER_DRAIN_RATIO = 0.8  # `jobq worker` drain rate: at least this share of the raw drain
 
 
 def _ratio(http: float, ceiling: float) -> float | None:
@@ -85,10 +88,12 @@ def _render_minimal(console: Console, report: dict[str, Any]) -> None:
 def _fmt(value: Any, unit: str = "") -> str:
     if value is None:
         return "–"
-    if isinstance(value, float) and unit != "ratio":
+    if isinstance(value, float) and unit not in ("ratio", "x"):
         return f"{value:,.2f}{unit}" if value < 100 else f"{value:,.0f}{unit}"
     if unit == "ratio":
         return f"{value:.0%}"
+    if unit == "x":
+        return f"{value:.2f}x"
     return f"{value:,}{unit}"
 
 
@@ -146,15 +151,107 @@ def render(report: dict[str, Any]) -> None:
         console.print(table)
         _render_minimal(console, report)
 
+    if "sdk" in report:
+        render_sdk(console, report["sdk"], report["ratios"])
+
     if report["targets"]:
         table = Table(title="targets (informational)")
         for column in ("figure", "value", "target", "met"):
             table.add_column(column, justify="left" if column == "figure" else "right")
         for t in report["targets"]:
-            unit = "ratio" if t["unit"] == "ratio" else " ms"
+            unit = {"ratio": "ratio", "times": "x"}.get(t["unit"], " ms")
             met = "–" if t["met"] is None else ("yes" if t["met"] else "[red]no[/red]")
             table.add_row(t["figure"], _fmt(t["value"], unit), f"{t['op']} {_fmt(t['target'], unit)}", met)
         console.print(table)
+
+
+def _cpu(figures: dict[str, Any], who: str) -> float | None:
+    value = (figures.get("cpu_ms_per_1000_jobs") or {}).get(who)
+    return value if isinstance(value, int | float) else None
+
+
+def _sdk_ratio(sdk: float | None, raw: float | None) -> float | None:
+    return None if sdk is None or raw is None else _ratio(sdk, raw)
+
+
+def compare_sdk(sdk: dict[str, Any]) -> tuple[dict[str, float | None], list[dict[str, Any]]]:
+    """The ``--sdk`` figures as sdk ÷ raw (latency and CPU: lower is better; rates: higher),
+    and the issue's targets for them."""
+    ratios: dict[str, float | None] = {}
+    targets: list[dict[str, Any]] = []
+
+    def cpu_ratios(name: str, raw: dict[str, Any], other: dict[str, Any]) -> None:
+        for who in ("client", "service"):
+            ratios[f"{name}_{who}_cpu_vs_raw"] = _sdk_ratio(_cpu(other, who), _cpu(raw, who))
+
+    if "sequential_enqueue" in sdk:
+        seq = sdk["sequential_enqueue"]
+        for p in ("p50", "p99"):
+            ratios[f"sdk_sequential_enqueue_{p}_vs_raw"] = _sdk_ratio(seq["sdk"][f"{p}_ms"], seq["raw"][f"{p}_ms"])
+        cpu_ratios("sdk_sequential_enqueue", seq["raw"], seq["sdk"])
+        targets.append(_target("sdk: enqueue latency p50 / raw", ratios["sdk_sequential_enqueue_p50_vs_raw"],
+                               "<=", TARGET_SDK_SEQUENTIAL_ENQUEUE_RATIO, "times"))
+    if "enqueue_many" in sdk:
+        many = sdk["enqueue_many"]
+        ratios["sdk_enqueue_many_vs_raw"] = _sdk_ratio(many["sdk"]["rate"], many["raw"]["rate"])
+        cpu_ratios("sdk_enqueue_many", many["raw"], many["sdk"])
+    if "drain" in sdk:
+        drain = sdk["drain"]
+        for side, name in (("worker", "sdk_worker_drain"), ("in_process", "sdk_in_process_drain")):
+            ratios[f"{name}_vs_raw"] = _sdk_ratio(drain[side]["rate"], drain["raw"]["rate"])
+            cpu_ratios(name, drain["raw"], drain[side])
+        targets.append(_target("sdk: jobq worker drain / raw", ratios["sdk_worker_drain_vs_raw"], ">=",
+                               TARGET_SDK_WORKER_DRAIN_RATIO, "ratio"))
+    for pair in sdk.get("pickup", []):
+        where = f"at_{pair['offered_rate']:g}_w{pair['workers']}"
+        raw, other = pair["raw"], pair["sdk"]
+        for p in ("p50", "p99"):
+            ratios[f"sdk_pickup_{p}_vs_raw_{where}"] = _sdk_ratio(other[f"{p}_ms"], raw[f"{p}_ms"])
+        ratios[f"sdk_pickup_client_cpu_vs_raw_{where}"] = _sdk_ratio(_cpu(other, "client"), _cpu(raw, "client"))
+        label = f"sdk: pickup at {pair['offered_rate']:g}/s, {pair['workers']} worker(s),"
+        for p, limit in (("p50", TARGET_PICKUP_P50_MS), ("p99", TARGET_PICKUP_P99_MS)):
+            target = _target(f"{label} {p}", other[f"{p}_ms"], "<=", limit, "ms")
+            if other["unclaimed"]:  # jobs never picked up: no percentile of the claimed ones meets it
+                target["met"] = False
+            targets.append(target)
+    return ratios, targets
+
+
+def render_sdk(console: Console, sdk: dict[str, Any], ratios: dict[str, float | None]) -> None:
+    """The SDK beside the raw client: each figure, and each side's CPU per 1,000 jobs (the
+    client's: the bench's process and its worker processes; the service's)."""
+    table = Table(title=f"SDK vs raw client, interleaved in one run: {sdk['worker_processes']} `jobq worker` "
+                        f"process(es) of concurrency {sdk['concurrency']} (CPU: ms per 1,000 jobs; pickup "
+                        "(xN): enqueued N at a time, every 10 ms)")
+    for column in ("figure", "raw", "sdk", "sdk/raw", "client raw", "client sdk", "service raw", "service sdk"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+
+    def row(figure: str, raw: dict[str, Any], other: dict[str, Any], key: str, unit: str, ratio: str,
+            cpu: bool = True) -> None:
+        cells = [_fmt(_cpu(side, who)) if cpu else "" for who in ("client", "service") for side in (raw, other)]
+        table.add_row(figure, _fmt(raw[key], unit), _fmt(other[key], unit), _fmt(ratios.get(ratio), "x"), *cells)
+
+    if "sequential_enqueue" in sdk:
+        seq = sdk["sequential_enqueue"]
+        row("enqueue one at a time, p50", seq["raw"], seq["sdk"], "p50_ms", " ms", "sdk_sequential_enqueue_p50_vs_raw")
+        row("  p99", seq["raw"], seq["sdk"], "p99_ms", " ms", "sdk_sequential_enqueue_p99_vs_raw", cpu=False)
+    if "enqueue_many" in sdk:
+        many = sdk["enqueue_many"]
+        row(f"enqueue_many of {many['batch']}, jobs/s", many["raw"], many["sdk"], "rate", "", "sdk_enqueue_many_vs_raw")
+    if "drain" in sdk:
+        drain = sdk["drain"]
+        row("drain: jobq worker, jobs/s", drain["raw"], drain["worker"], "rate", "", "sdk_worker_drain_vs_raw")
+        row("drain: in-process Worker", drain["raw"], drain["in_process"], "rate", "", "sdk_in_process_drain_vs_raw")
+    for pair in sdk.get("pickup", []):
+        where = f"at_{pair['offered_rate']:g}_w{pair['workers']}"
+        unclaimed = pair["sdk"]["unclaimed"]
+        burst = pair.get("jobs_per_enqueue", 1)
+        row(f"pickup {pair['offered_rate']:g}/s{f' (x{burst})' if burst > 1 else ''}, {pair['workers']}w, p50",
+            pair["raw"], pair["sdk"], "p50_ms", " ms",
+            f"sdk_pickup_p50_vs_raw_{where}")
+        row("  p99" + (f" ({unclaimed:,} unclaimed)" if unclaimed else ""), pair["raw"], pair["sdk"], "p99_ms", " ms",
+            f"sdk_pickup_p99_vs_raw_{where}", cpu=False)
+    console.print(table)
 
 
 def drivers_json(figures: Sequence[DriverFigure]) -> str:

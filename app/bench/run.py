@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -20,7 +22,8 @@ from jobq.bench.database import Tidy, database_facts, no_tidy
 from jobq.bench.latency import latency
 from jobq.bench.load import http_mode
 from jobq.bench.phases import run_async
-from jobq.bench.report import compare, render
+from jobq.bench.report import compare, compare_sdk, render
+from jobq.bench.sdk import sdk
 from jobq.bench.service import service_for
 
 
@@ -44,6 +47,9 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
             if service.database_url is None:
                 raise BenchError("--baseline with --url needs --database-url (or JOBQ_DATABASE_URL)")
             raw = RawSql(service.database_url, cfg.batch, cfg.timeout_s, meter)
+        if cfg.sdk and service.database_url is None:
+            # The worker processes report nothing: what they did is read back from the jobs.
+            raise BenchError("--sdk with --url needs --database-url (or JOBQ_DATABASE_URL)")
         report: dict[str, Any] = {
             "config": {
                 "url": service.url, "started_service": service.pid is not None,
@@ -67,18 +73,37 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
         if cfg.latency_seconds > 0:
             tidy()
             report["latency"] = run_async(latency(cfg, service.url, meter, base))
+        if cfg.sdk:
+            assert service.database_url is not None
+            tidy()
+            report["sdk"] = sdk(cfg, service.url, meter, base, tidy, service.database_url)
     if raw is not None:
         report["baseline"] = baseline
     report["ratios"], report["targets"] = compare(report)
+    if "sdk" in report:
+        sdk_ratios, sdk_targets = compare_sdk(report["sdk"])
+        report["ratios"] |= sdk_ratios
+        report["targets"] += sdk_targets
     return report
 
 
+def _exit(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(cfg: BenchConfig, *, as_json: bool) -> int:
+    # SIGTERM unwinds like Ctrl-C, so the service and the worker processes the bench started
+    # are stopped on the way out rather than left running.
+    previous = (signal.signal(signal.SIGTERM, _exit) if threading.current_thread() is threading.main_thread()
+                else None)
     try:
         report = run(cfg)
     except BenchError as exc:
         log(f"error: {exc}")
         return 1
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
