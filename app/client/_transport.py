@@ -63,7 +63,7 @@ import threading
 import urllib.request
 from collections.abc import Iterable
 from contextlib import suppress
-from typing import Final
+from typing import Final, cast
 
 import httpx
 
@@ -445,8 +445,9 @@ class _Protocol(asyncio.Protocol):
         self._eof = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's TCP transport is not registered as an asyncio.Transport subclass, so
+        # no isinstance check here: both loops hand a stream transport to a stream protocol.
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         self.sock = sock
         if sock is not None:

@@ -302,3 +302,15 @@ def test_a_streamed_request_body_is_sent_whole(serve: Callable[[Script], Scripte
         head = request.lower()
         assert request.endswith(b"\r\n\r\n" + body)
         assert b"content-length: 7\r\n" in head and b"transfer-encoding" not in head
+
+
+def test_the_async_transport_runs_under_uvloop(serve: Callable[[Script], ScriptedServer]) -> None:
+    # uvicorn[standard] brings uvloop, and users run their AsyncClient and Worker under it;
+    # its TCP transport is no asyncio.Transport subclass, which the transport once assumed.
+    import uvloop
+
+    server = serve(answer_json)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        answers = runner.run(get_async(server, 3))
+    assert [a.json() for a in answers] == [{"ok": True}] * 3
+    assert server.connections == 1
