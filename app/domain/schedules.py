@@ -62,8 +62,7 @@ MISFIRE_GRACE = timedelta(seconds=60)
 # century year that is no leap year: 8 years; the 1st of a month on a given weekday: < 12).
 _SEARCH_YEARS = 30
 # ``due`` counts missed fire times one by one up to this many, then by arithmetic on the wall
-# clock (exact in zones without daylight saving; around each clock change it may be off by
-# the number of fires in the gap or fold). A per-second schedule after a year of downtime
+# clock (the same count: see _count_fires). A per-second schedule after a year of downtime
 # thus costs milliseconds, not 31 million steps.
 _EXACT_COUNT_LIMIT = 1000
 _MAX_EXPR_LEN = 256
@@ -212,9 +211,7 @@ def _value(field: _Field, token: str, item: str) -> int:
     if token.isascii() and token.isdigit():
         value = int(token)
         if not field.low <= value <= field.high:
-            raise CronError(
-                f"{field.name} field '{item}': values are {field.low}-{field.high}{field.hint}", field.name
-            )
+            raise CronError(f"{field.name} field '{item}': values are {field.low}-{field.high}{field.hint}", field.name)
         return value
     if token in field.names:
         return field.low + field.names.index(token)
@@ -438,8 +435,8 @@ class Due:
     """What the scheduler does now for one schedule.
 
     fire_at       the fire time to enqueue one job for (UTC), or None.
-    missed        due fire times that get no job (misfires, for metrics): exact up to 1000,
-                  above that counted on the wall clock (see _EXACT_COUNT_LIMIT).
+    missed        due fire times that get no job (misfires, for metrics). Exact; beyond 1000
+                  counted by arithmetic, not one by one, so a year of per-second fires is cheap.
     next_fire_at  the fire time to store next; always strictly after ``now``.
     """
 
@@ -468,11 +465,36 @@ def due(spec: CronSpec, tz: tzinfo, next_fire_at: datetime, now: datetime, misfi
     if fire <= now_s:
         # Long downtime of a frequent schedule: find the latest directly and count by arithmetic.
         latest = prev_fire_at_or_before(spec, tz, now_s)
-        count = max(count, _count_walls(spec, _naive(next_fire_at.astimezone(tz)), _naive(latest.astimezone(tz))))
+        count = _count_fires(spec, tz, next_fire_at, latest)
         fire = next_fire_after(spec, tz, now_s)
     on_time = now_s - latest <= MISFIRE_GRACE
     fire_at = latest if (on_time or misfire == "run_once") else None
     return Due(fire_at, count - (fire_at is not None), fire)
+
+
+def _count_fires(spec: CronSpec, tz: tzinfo, first: datetime, last: datetime) -> int:
+    """How many fire times lie in [first, last], both fire times (aware UTC).
+
+    Each matching wall time fires once, so this is the count of matching wall times between
+    the two, less the ones that share an instant: the matching wall times in a gap and at its
+    end all fire at the gap's end. (A repeated hour needs no correction: its wall times fire
+    once, on the first pass.)
+    """
+    first_wall, last_wall = _naive(first.astimezone(tz)), _naive(last.astimezone(tz))
+    total = _count_walls(spec, first_wall, last_wall)
+    day, one_day = first_wall.date(), timedelta(days=1)
+    while day <= last_wall.date():
+        start = _resolve(datetime(day.year, day.month, day.day), tz)
+        following = day + one_day
+        end = _resolve(datetime(following.year, following.month, following.day), tz)
+        if end.astimezone(tz).utcoffset() > start.astimezone(tz).utcoffset():  # clocks go forward this day
+            change = _transition(start, end, tz)
+            gap_first = _naive((change - _SECOND).astimezone(tz)) + _SECOND
+            gap_end = _naive(change.astimezone(tz))
+            shared = _count_walls(spec, max(gap_first, first_wall), min(gap_end, last_wall))
+            total -= max(shared - 1, 0)
+        day = following
+    return total
 
 
 def _count_walls(spec: CronSpec, first: datetime, last: datetime) -> int:
