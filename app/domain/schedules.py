@@ -38,7 +38,9 @@ Misfires (``due``)
     the LATEST due fire time, so a schedule whose period is shorter than the grace (every
     second) is never "too late" after downtime: its latest due time is at most one period old.
     ``skip`` fires the latest due time if it is on time, else nothing; ``run_once`` fires the
-    latest due time however late. Every other due time is counted in ``Due.missed``.
+    latest due time however late. Every other due time is counted in ``Due.missed``. The
+    next fire time returned is always the first one strictly after now. Lateness is measured
+    in whole seconds (fire times and now are floored to the second).
 """
 
 from __future__ import annotations
@@ -341,6 +343,12 @@ def _naive(local: datetime) -> datetime:
     return local.replace(tzinfo=None, fold=0)
 
 
+def _offset(instant: datetime, tz: tzinfo) -> timedelta:
+    offset = instant.astimezone(tz).utcoffset()
+    assert offset is not None  # an aware datetime in a tzinfo zone always has one
+    return offset
+
+
 def _transition(lo: datetime, hi: datetime, tz: tzinfo) -> datetime:
     """The first instant in (lo, hi] with hi's UTC offset; lo's offset differs (aware UTC)."""
     target = hi.astimezone(tz).utcoffset()
@@ -487,7 +495,7 @@ def _count_fires(spec: CronSpec, tz: tzinfo, first: datetime, last: datetime) ->
         start = _resolve(datetime(day.year, day.month, day.day), tz)
         following = day + one_day
         end = _resolve(datetime(following.year, following.month, following.day), tz)
-        if end.astimezone(tz).utcoffset() > start.astimezone(tz).utcoffset():  # clocks go forward this day
+        if _offset(end, tz) > _offset(start, tz):  # the clocks go forward this day
             change = _transition(start, end, tz)
             gap_first = _naive((change - _SECOND).astimezone(tz)) + _SECOND
             gap_end = _naive(change.astimezone(tz))
