@@ -346,11 +346,16 @@ async def fire_due(ctx: Context) -> Turn:
                     await db.run(conn, Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": queue})
                     new_queues.add(queue)
                 # A savepoint each: one schedule's trouble must not undo the others' fires.
+                one = Turn()
                 try:
-                    async with conn.transaction():
-                        await _fire_one(ctx, conn, row, now, batch)
+                    async with db.savepoint(conn):
+                        await _fire_one(ctx, conn, row, now, one)
                 except (JobqError, psycopg.Error) as exc:
                     log.error("schedule %s could not fire: %s", row["name"], exc)
+                    continue
+                batch.fired += one.fired
+                batch.full += one.full
+                batch.missed.update(one.missed)
         ctx.known_queues.update(new_queues)
         _after_commit(ctx, batch, now)
         turn.fired += batch.fired
