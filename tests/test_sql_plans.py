@@ -250,6 +250,10 @@ VALUES_FOR: dict[str, dict[str, Any]] = {
     "QueueEnsure": QUEUE_DEFAULTS.as_params(),
     # a token's columns are NOT NULL; "queues" is a pattern here, not the claim's list
     "TokenInsert": {"id": "0123456789ab", "role": "admin", "queues": "*", "hash": "0" * 64},
+    # a schedule's columns are NOT NULL; it enqueues into the big queue
+    "ScheduleUpsert": {"name": "s", "cron": "* * * * *", "timezone": "UTC", "misfire": "skip",
+                       "enabled": True, "job_queue": BIG, "job_type": "t", "job_payload": "{}",
+                       "job_priority": 0},
 }
 
 
