@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
+from jobq.core import counters
 from jobq.core import enqueue as enq
 from jobq.core import schedules as sched
 from jobq.core.context import Context
@@ -71,6 +72,8 @@ async def test_fires_once_per_period_with_its_key(ctx: Context, clock: FakeClock
     clock.t = T0 + MINUTE
     turn = await sched.fire_due(ctx)
     assert [(f.schedule, f.fire_at, f.created) for f in turn.fired] == [("every-minute", T0 + MINUTE, True)]
+    assert counters.SCHEDULE_FIRES.labels("every-minute")._value.get() == 1
+    assert counters.SCHEDULE_LAG.labels("every-minute")._value.get() == 0  # the clock stood at the fire time
     assert (await sched.fire_due(ctx)).fired == []  # the same instant again: nothing
     clock.t = T0 + MINUTE + timedelta(seconds=59)
     assert (await sched.fire_due(ctx)).fired == []
@@ -102,6 +105,7 @@ async def test_misfire_skip_after_three_periods_down_fires_nothing_and_resumes_a
     clock.t = T0 + MINUTE + 3 * MINUTE + timedelta(seconds=10)  # down for 3 periods past the first fire
     turn = await sched.fire_due(ctx)
     assert turn.fired == [] and turn.missed.get("skipper", 0) >= 3
+    assert counters.SCHEDULE_MISFIRES.labels("skipper")._value.get() == turn.missed["skipper"]
     assert _jobs(database_url) == []
     got = await sched.get(ctx, "skipper")
     assert got["next_fire_at"] == T0 + 5 * MINUTE and got["next_fire_at"] > clock.t
