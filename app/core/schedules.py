@@ -61,6 +61,8 @@ FULL_RETRY_S = 1.0
 BLOCKED_RECHECK_S = 0.1
 # After a turn that failed (the database away).
 ERROR_RETRY_S = 1.0
+# While the database has no schedules table (not migrated yet).
+NOT_MIGRATED_RETRY_S = 10.0
 # Schedules fired per transaction; a larger backlog takes more turns at once.
 TURN_BATCH = 100
 DEFAULT_QUEUE = "default"
@@ -267,6 +269,7 @@ class Turn:
     fired: list[Fired] = field(default_factory=list)
     missed: dict[str, int] = field(default_factory=dict)
     full: list[str] = field(default_factory=list)  # schedules whose fire waits for room
+    newly_full: list[str] = field(default_factory=list)  # of those, the ones that just began to
 
 
 def _job_params(row: Row, fire_at: datetime) -> dict[str, Any]:
@@ -318,6 +321,8 @@ async def _fire_one(ctx: Context, conn: psycopg.AsyncConnection[Row], row: Row, 
             pending = fire_at
             missed += len(tries) - i - 1  # folded into the fire that waits
             turn.full.append(name)
+            if row["pending_fire_at"] is None or fire_at != row["pending_fire_at"]:
+                turn.newly_full.append(name)
             break
         job, created = got
         turn.fired.append(Fired(name, fire_at, job, created))
@@ -355,6 +360,7 @@ async def fire_due(ctx: Context) -> Turn:
                     continue
                 batch.fired += one.fired
                 batch.full += one.full
+                batch.newly_full += one.newly_full
                 batch.missed.update(one.missed)
         ctx.known_queues.update(new_queues)
         _after_commit(ctx, batch, now)
@@ -382,9 +388,9 @@ def _after_commit(ctx: Context, turn: Turn, now: datetime) -> None:
     for name, n in turn.missed.items():
         counters.schedule_missed(name, n)
         log.warning("schedule %s missed %d fire time(s)", name, n)
-    for name in turn.full:
-        log.warning("schedule %s: its queue is full; the fire is tried again in %.0f s", name,
-                    FULL_RETRY_S)
+    for name in turn.newly_full:  # once, not at every retry
+        log.warning("schedule %s: its queue is full; the fire is tried again every %.0f s until "
+                    "it goes in", name, FULL_RETRY_S)
 
 
 async def next_wake_s(ctx: Context) -> float:
@@ -418,6 +424,10 @@ async def run_scheduler(ctx: Context) -> None:
         except JobqError as exc:
             log.warning("scheduler: %s", exc.detail)
             sleep = ERROR_RETRY_S
+        except psycopg.errors.UndefinedTable:
+            # The service answers before `jobq migrate` ran (/readyz says 503 meanwhile).
+            log.warning("scheduler: the database has no schedules table yet (jobq migrate)")
+            sleep = NOT_MIGRATED_RETRY_S
         except Exception:  # never let the scheduler die; the next turn may succeed
             log.exception("scheduler turn failed")
             sleep = ERROR_RETRY_S
