@@ -30,8 +30,6 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import psycopg
-
 from jobq.core import counters
 from jobq.core.context import Context
 from jobq.domain.errors import InvalidInput, JobqError, NotFound
@@ -47,7 +45,7 @@ from jobq.domain.schedules import (
     parse_cron,
     parse_timezone,
 )
-from jobq.store.db import Row, dumps_json
+from jobq.store.db import Connection, Row, dumps_json
 from jobq.store.queries import Q
 
 log = logging.getLogger("jobq.schedules")
@@ -285,7 +283,7 @@ def _job_params(row: Row, fire_at: datetime) -> dict[str, Any]:
     }
 
 
-async def _enqueue(ctx: Context, conn: psycopg.AsyncConnection[Row], row: Row,
+async def _enqueue(ctx: Context, conn: Connection, row: Row,
                    fire_at: datetime) -> tuple[Row, bool] | None:
     """The fire's job, in the turn's transaction: (job row, created), or None when the queue
     is full. JobInsert is POST /v1/jobs's statement: max_depth and the counters alike."""
@@ -300,7 +298,7 @@ async def _enqueue(ctx: Context, conn: psycopg.AsyncConnection[Row], row: Row,
     return None
 
 
-async def _fire_one(ctx: Context, conn: psycopg.AsyncConnection[Row], row: Row, now: datetime,
+async def _fire_one(ctx: Context, conn: Connection, row: Row, now: datetime,
                     turn: Turn) -> None:
     name = row["name"]
     tries: list[datetime] = []
@@ -355,7 +353,7 @@ async def fire_due(ctx: Context) -> Turn:
                 try:
                     async with db.savepoint(conn):
                         await _fire_one(ctx, conn, row, now, one)
-                except (JobqError, psycopg.Error) as exc:
+                except Exception as exc:  # one schedule's trouble is logged; the others fire
                     log.error("schedule %s could not fire: %s", row["name"], exc)
                     continue
                 batch.fired += one.fired
@@ -413,10 +411,20 @@ async def next_wake_s(ctx: Context) -> float:
 async def run_scheduler(ctx: Context) -> None:
     """Every replica's scheduler: fire what is due, sleep until the next fire time or a bell."""
     bell = ctx.schedule_bell
+    migrated = False
     while True:
         # Cleared before reading the table: a change committed after the read rings it again.
         bell.clear()
         try:
+            if not migrated:
+                row = await ctx.db.fetch_one(Q.ScheduleTableExists)
+                migrated = bool(row and row["present"])
+            if not migrated:
+                # The service answers before `jobq migrate` ran (/readyz says 503 meanwhile).
+                log.info("scheduler: no schedules table yet (jobq migrate); looking again in %.0f s",
+                         NOT_MIGRATED_RETRY_S)
+                await asyncio.sleep(NOT_MIGRATED_RETRY_S)
+                continue
             await fire_due(ctx)
             sleep = await next_wake_s(ctx)
         except asyncio.CancelledError:
@@ -424,10 +432,6 @@ async def run_scheduler(ctx: Context) -> None:
         except JobqError as exc:
             log.warning("scheduler: %s", exc.detail)
             sleep = ERROR_RETRY_S
-        except psycopg.errors.UndefinedTable:
-            # The service answers before `jobq migrate` ran (/readyz says 503 meanwhile).
-            log.warning("scheduler: the database has no schedules table yet (jobq migrate)")
-            sleep = NOT_MIGRATED_RETRY_S
         except Exception:  # never let the scheduler die; the next turn may succeed
             log.exception("scheduler turn failed")
             sleep = ERROR_RETRY_S

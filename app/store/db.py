@@ -28,6 +28,8 @@ from jobq.domain.errors import InvalidInput, Unavailable
 log = logging.getLogger("jobq.store")
 
 Row = dict[str, Any]
+# A pooled connection, as ``Database.connection`` and ``transaction`` hand it out.
+Connection = psycopg.AsyncConnection[Row]
 
 # Deadlocks and serialization failures are the database asking us to try again.
 _RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)

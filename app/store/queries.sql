@@ -483,3 +483,7 @@ UPDATE schedules
 -- When a scheduler has something to do next: the earliest fire time of the enabled schedules, and whether any fire waits for room in a full queue.
 SELECT min(next_fire_at) AS next_fire_at, coalesce(bool_or(pending_fire_at IS NOT NULL), false) AS pending
   FROM schedules WHERE enabled;
+
+-- name: ScheduleTableExists
+-- Whether the database was migrated far enough for schedules (the service may answer before `jobq migrate` ran).
+SELECT to_regclass('schedules') IS NOT NULL AS present;
