@@ -231,3 +231,19 @@ async def test_the_scheduler_sleeps_until_the_next_fire(ctx: Context, clock: Fak
     assert 15 < await sched.next_wake_s(ctx) < 15.1
     clock.t = T0 + MINUTE + timedelta(seconds=1)  # due, but held by another replica
     assert await sched.next_wake_s(ctx) == sched.BLOCKED_RECHECK_S
+
+
+async def test_a_turn_takes_batches_until_every_due_schedule_was_handled_once(
+        ctx: Context, clock: FakeClock, database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sched, "TURN_BATCH", 2)
+    for i in range(5):
+        await sched.put(ctx, f"b{i}", _draft())
+    for i in range(3):  # these wait for room in a full queue: due again at once, not again this turn
+        await sched.put(ctx, f"f{i}", _draft(queue="fq"))
+    await _fill(ctx, "fq")
+    clock.t = T0 + MINUTE
+    turn = await asyncio.wait_for(sched.fire_due(ctx), 10)
+    assert sorted(f.schedule for f in turn.fired) == [f"b{i}" for i in range(5)]
+    assert sorted(turn.full) == ["f0", "f1", "f2"]
+    turn = await asyncio.wait_for(sched.fire_due(ctx), 10)
+    assert turn.fired == [] and sorted(turn.full) == ["f0", "f1", "f2"]

@@ -240,6 +240,7 @@ def args(big_url: str) -> dict[str, Any]:
         "idempotency_key": "k", "run_at": None, "delay_ms": 0,
         "jobs": json.dumps([{"queue": BIG, "type": "t", "payload": {}} for _ in range(10)]),
         "dead_id": dead,
+        "seen": [],  # a scheduler turn's schedules handled already
     }
 
 

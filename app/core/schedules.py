@@ -267,6 +267,7 @@ class Turn:
     fired: list[Fired] = field(default_factory=list)
     missed: dict[str, int] = field(default_factory=dict)
     full: list[str] = field(default_factory=list)  # schedules whose fire waits for room
+    failed: list[str] = field(default_factory=list)  # schedules that could not fire (logged)
     newly_full: list[str] = field(default_factory=list)  # of those, the ones that just began to
 
 
@@ -336,13 +337,15 @@ async def fire_due(ctx: Context) -> Turn:
     """One scheduler turn: fire every schedule due at ``ctx.clock.now()`` that no other
     replica is firing, in one transaction per batch; then wake the long-polls for the jobs."""
     turn = Turn()
+    seen: list[str] = []
     while True:
         now = ctx.clock.now()
         batch = Turn()
         new_queues: set[str] = set()
         db = ctx.db
         async with db.transaction() as conn:
-            rows = await db.run(conn, Q.ScheduleDueLock, {"now": now, "limit": TURN_BATCH})
+            rows = await db.run(conn, Q.ScheduleDueLock, {"now": now, "limit": TURN_BATCH, "seen": seen})
+            seen += [r["name"] for r in rows]
             for row in rows:
                 queue = row["job_queue"]
                 if queue not in ctx.known_queues and queue not in new_queues:
@@ -355,6 +358,7 @@ async def fire_due(ctx: Context) -> Turn:
                         await _fire_one(ctx, conn, row, now, one)
                 except Exception as exc:  # one schedule's trouble is logged; the others fire
                     log.error("schedule %s could not fire: %s", row["name"], exc)
+                    batch.failed.append(row["name"])
                     continue
                 batch.fired += one.fired
                 batch.full += one.full
@@ -364,6 +368,7 @@ async def fire_due(ctx: Context) -> Turn:
         _after_commit(ctx, batch, now)
         turn.fired += batch.fired
         turn.full += batch.full
+        turn.failed += batch.failed
         for name, n in batch.missed.items():
             turn.missed[name] = turn.missed.get(name, 0) + n
         if len(rows) < TURN_BATCH:
@@ -425,8 +430,10 @@ async def run_scheduler(ctx: Context) -> None:
                          NOT_MIGRATED_RETRY_S)
                 await asyncio.sleep(NOT_MIGRATED_RETRY_S)
                 continue
-            await fire_due(ctx)
+            turn = await fire_due(ctx)
             sleep = await next_wake_s(ctx)
+            if turn.failed:  # still due: do not retry it (and log) ten times a second
+                sleep = max(sleep, ERROR_RETRY_S)
         except asyncio.CancelledError:
             raise
         except JobqError as exc:

@@ -464,8 +464,10 @@ DELETE FROM schedules WHERE name = %(name)s RETURNING name;
 
 -- name: ScheduleDueLock
 -- The schedules due at %(now)s (a fire time reached, or a fire waiting for room in a full queue), locked until commit; rows another replica's scheduler holds are skipped, so each fire happens once.
+-- %(seen)s: the schedules this turn handled already (a fire still waiting for room is due again at once).
 SELECT * FROM schedules
  WHERE enabled AND (next_fire_at <= %(now)s OR pending_fire_at IS NOT NULL)
+   AND name <> ALL(%(seen)s::text[])
  ORDER BY coalesce(pending_fire_at, next_fire_at), name
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED;
