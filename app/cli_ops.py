@@ -1,5 +1,6 @@
 """Terminal commands for producers, workers and operators, over the HTTP API (the SDK):
-``jobq worker``, ``enqueue``, ``job``, ``jobs``, ``cancel``, ``retry``, ``dead``, ``queues``.
+``jobq worker``, ``enqueue``, ``job``, ``jobs``, ``cancel``, ``retry``, ``dead``, ``queues``,
+``schedules``.
 
 Tables for people (rich), ``--json`` for scripts. ``--url`` (JOBQ_URL) and ``--token``
 (JOBQ_TOKEN) say which service to talk to.
@@ -286,3 +287,91 @@ def register(app: typer.Typer) -> None:
             _print_json(q)
         else:
             console.print(f"{q.name}: {json.dumps(_plain(q.settings))}", highlight=False)
+
+    schedules_app = typer.Typer(help="Recurring jobs: cron schedules (admin only).",
+                                invoke_without_command=True)
+    app.add_typer(schedules_app, name="schedules")
+
+    def _schedules_table(found: list[Any]) -> Table:
+        table = Table("name", "cron", "timezone", "misfire", "enabled", "queue", "type",
+                      "next fire", "last fired", "last job")
+        for s in found:
+            table.add_row(s.name, s.cron, s.timezone, s.misfire or "", "yes" if s.enabled else "no",
+                          s.job.queue or "", s.job.type, _plain(s.next_fire_at) or "",
+                          _plain(s.last_fired_at) or "", s.last_job_id or "")
+        return table
+
+    def _show_schedule(s: Any, as_json: bool) -> None:
+        _print_json(s) if as_json else console.print(_schedules_table([s]))
+
+    @schedules_app.callback()
+    def schedules_default(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
+                          as_json: AsJson = False) -> None:
+        """List schedules (the same as `jobq schedules list`)."""
+        if ctx.invoked_subcommand is None:
+            schedules_list(url, token, as_json)
+
+    @schedules_app.command("list")
+    def schedules_list(url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
+        """List every schedule with its next and last fire."""
+        with _client(url, token) as c:
+            found = c.list_schedules()
+        _print_json({"schedules": found}) if as_json else console.print(_schedules_table(found))
+
+    @schedules_app.command("get")
+    def schedules_get(name: str, url: Url = DEFAULT_URL, token: Token = None,
+                      as_json: AsJson = False) -> None:
+        """Show one schedule."""
+        with _client(url, token) as c:
+            _show_schedule(c.get_schedule(name), as_json)
+
+    @schedules_app.command("set")
+    def schedules_set(
+        name: str,
+        cron: Annotated[str, typer.Option(help="5 fields, or 6 with seconds first; @hourly, @daily...")],
+        type: Annotated[str, typer.Option(help="the type of the job each fire enqueues")],  # noqa: A002
+        payload: Annotated[str, typer.Option(help="JSON object")] = "{}",
+        queue: Annotated[str | None, typer.Option()] = None,
+        priority: Annotated[int | None, typer.Option()] = None,
+        max_attempts: Annotated[int | None, typer.Option(min=1)] = None,
+        timezone: Annotated[str | None, typer.Option(help="IANA name; default UTC")] = None,
+        misfire: Annotated[str | None, typer.Option(help="skip or run_once (default)")] = None,
+        enabled: Annotated[bool, typer.Option("--enabled/--disabled")] = True,
+        url: Url = DEFAULT_URL,
+        token: Token = None,
+        as_json: AsJson = False,
+    ) -> None:
+        """Create or replace a schedule (PUT: what is not given takes its default)."""
+        try:
+            body = json.loads(payload)
+        except ValueError as exc:
+            raise typer.BadParameter(f"--payload is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise typer.BadParameter("--payload must be a JSON object")
+        with _client(url, token) as c:
+            s = c.put_schedule(name, cron=cron, type=type, payload=body, queue=queue,
+                               priority=priority, max_attempts=max_attempts, timezone=timezone,
+                               misfire=misfire, enabled=enabled)
+        _show_schedule(s, as_json)
+
+    @schedules_app.command("enable")
+    def schedules_enable(name: str, url: Url = DEFAULT_URL, token: Token = None,
+                         as_json: AsJson = False) -> None:
+        """Fire again, from the next fire time after now."""
+        with _client(url, token) as c:
+            _show_schedule(c.update_schedule(name, enabled=True), as_json)
+
+    @schedules_app.command("disable")
+    def schedules_disable(name: str, url: Url = DEFAULT_URL, token: Token = None,
+                          as_json: AsJson = False) -> None:
+        """Stop firing; the schedule stays."""
+        with _client(url, token) as c:
+            _show_schedule(c.update_schedule(name, enabled=False), as_json)
+
+    @schedules_app.command("delete")
+    def schedules_delete(name: str, url: Url = DEFAULT_URL, token: Token = None,
+                         as_json: AsJson = False) -> None:
+        """Delete a schedule; the jobs it enqueued stay."""
+        with _client(url, token) as c:
+            c.delete_schedule(name)
+        _print_json({"deleted": name}) if as_json else console.print(f"deleted {name}")

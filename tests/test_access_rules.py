@@ -127,6 +127,7 @@ class World:
                 "SELECT j::text FROM jobs j ORDER BY id",
                 "SELECT q::text FROM queues q ORDER BY name",
                 "SELECT t::text FROM tokens t ORDER BY id",
+                "SELECT s::text FROM schedules s ORDER BY name",
             )]
 
 
@@ -215,6 +216,15 @@ async def _revoke_token(w: World, q: str) -> Call:
     return Call("DELETE", f"/v1/tokens/{info.id}", kind="global")
 
 
+_SCHEDULE = {"cron": "0 2 * * *", "job": {"type": "t"}}
+
+
+async def _schedule(w: World, q: str, method: str, body: Any = None) -> Call:
+    name = w.unique("s")
+    await w.setup("PUT", f"/v1/schedules/{name}", json={**_SCHEDULE, "job": {"type": "t", "queue": q}})
+    return Call(method, f"/v1/schedules/{name}", json=body, kind="global")
+
+
 # One builder per route name. A route missing here fails test_every_route_has_a_builder_and_a_rule
 # and its own matrix case.
 BUILDERS: dict[str, Builder] = {
@@ -241,6 +251,12 @@ BUILDERS: dict[str, Builder] = {
     "patch_queue": _patch_queue,
     "replay_dead": _replay_dead,
     "purge_dead": _purge_dead,
+    "list_schedules": lambda w, q: _static("/v1/schedules"),
+    "get_schedule": lambda w, q: _schedule(w, q, "GET"),
+    "put_schedule": lambda w, q: _call(Call("PUT", f"/v1/schedules/{w.unique('s')}", json={
+        **_SCHEDULE, "job": {"type": "t", "queue": q}}, kind="global")),
+    "patch_schedule": lambda w, q: _schedule(w, q, "PATCH", {"enabled": False}),
+    "delete_schedule": lambda w, q: _schedule(w, q, "DELETE"),
     "get_metrics": lambda w, q: _static("/metrics"),
     "create_token": _create_token,
     "list_tokens": lambda w, q: _static("/v1/tokens"),
@@ -269,7 +285,9 @@ def test_rules_say_what_the_issue_says() -> None:
     token management for an admin of every queue only."""
     producer = {"create_job", "create_jobs", "list_jobs", "get_job"}
     worker = {"claim", "heartbeat", "ack", "ack_many", "fail"}
-    all_queues = {"get_metrics", "create_token", "list_tokens", "revoke_token"}
+    all_queues = {"get_metrics", "create_token", "list_tokens", "revoke_token",
+                  # schedules: an admin's (issue 13), of every queue (the names are one namespace)
+                  "list_schedules", "get_schedule", "put_schedule", "patch_schedule", "delete_schedule"}
     public = {"healthz", "readyz"}
     for name, rule in access.RULES.items():
         want_roles = ({Role.PRODUCER} if name in producer else set()) | (

@@ -52,3 +52,36 @@ async def test_statements_in_a_transaction_roll_back_with_it(database: Database)
             assert await database.run(conn, "SELECT count(*) AS c FROM t") == [{"c": 1}]
             raise RuntimeError("roll back")
     assert await database.fetch("SELECT count(*) AS c FROM t") == [{"c": 0}]
+
+
+async def _psycopg_prepares_its_own(database: Database) -> None:
+    async with database.connection() as conn:
+        for _ in range(6):  # psycopg prepares a query a cursor ran five times (prepare_threshold)
+            await conn.execute("SELECT 41 + 1")
+
+
+async def test_a_rolled_back_transaction_does_not_leave_the_next_one_a_deallocated_statement(
+        database: Database) -> None:
+    """psycopg answers a rollback with DEALLOCATE ALL when it prepared statements of its own:
+    ours went too, and the next transaction to run one failed (a 500 for its request)."""
+    sql = "SELECT %(n)s::int + 1 AS m"
+    await _psycopg_prepares_its_own(database)
+    async with database.transaction() as conn:
+        assert await database.run(conn, sql, {"n": 1}) == [{"m": 2}]
+    with pytest.raises(RuntimeError):
+        async with database.transaction() as conn:
+            await database.run(conn, sql, {"n": 1})
+            raise RuntimeError("roll back")
+    async with database.transaction() as conn:
+        assert await database.run(conn, sql, {"n": 2}) == [{"m": 3}]
+
+
+async def test_a_savepoint_rolled_back_leaves_the_transaction_usable(database: Database) -> None:
+    sql = "SELECT %(n)s::int + 1 AS m"
+    await _psycopg_prepares_its_own(database)
+    async with database.transaction() as conn:
+        assert await database.run(conn, sql, {"n": 1}) == [{"m": 2}]
+        with pytest.raises(RuntimeError):
+            async with database.savepoint(conn):
+                raise RuntimeError("roll back to the savepoint")
+        assert await database.run(conn, sql, {"n": 2}) == [{"m": 3}]

@@ -240,6 +240,7 @@ def args(big_url: str) -> dict[str, Any]:
         "idempotency_key": "k", "run_at": None, "delay_ms": 0,
         "jobs": json.dumps([{"queue": BIG, "type": "t", "payload": {}} for _ in range(10)]),
         "dead_id": dead,
+        "seen": [],  # a scheduler turn's schedules handled already
     }
 
 
@@ -250,6 +251,10 @@ VALUES_FOR: dict[str, dict[str, Any]] = {
     "QueueEnsure": QUEUE_DEFAULTS.as_params(),
     # a token's columns are NOT NULL; "queues" is a pattern here, not the claim's list
     "TokenInsert": {"id": "0123456789ab", "role": "admin", "queues": "*", "hash": "0" * 64},
+    # a schedule's columns are NOT NULL; it enqueues into the big queue
+    "ScheduleUpsert": {"name": "s", "cron": "* * * * *", "timezone": "UTC", "misfire": "skip",
+                       "enabled": True, "job_queue": BIG, "job_type": "t", "job_payload": "{}",
+                       "job_priority": 0},
 }
 
 

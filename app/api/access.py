@@ -81,6 +81,13 @@ RULES: dict[str, Rule] = {
     "patch_queue": ADMIN,
     "replay_dead": ADMIN,
     "purge_dead": ADMIN,
+    # Schedules are server-wide, as tokens are: their names are one namespace for every
+    # queue, so only an admin of every queue manages them.
+    "list_schedules": ADMIN_ALL_QUEUES,
+    "get_schedule": ADMIN_ALL_QUEUES,
+    "put_schedule": ADMIN_ALL_QUEUES,
+    "patch_schedule": ADMIN_ALL_QUEUES,
+    "delete_schedule": ADMIN_ALL_QUEUES,
     "get_metrics": ADMIN_ALL_QUEUES,
     "create_token": ADMIN_ALL_QUEUES,
     "list_tokens": ADMIN_ALL_QUEUES,

@@ -16,10 +16,11 @@ from jobq.api.access import Authenticate, caller, check_rules, document_access
 from jobq.api.deps import known_query
 from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
-from jobq.api.routes import dead, health, jobs, leases, metrics, queues, tokens
+from jobq.api.routes import dead, health, jobs, leases, metrics, queues, schedules, tokens
 from jobq.core.context import Context
 from jobq.core.duties import run_duties
 from jobq.core.reaper import run_reaper
+from jobq.core.schedules import run_scheduler
 from jobq.core.tokens import TokenTable
 from jobq.core.wakeups import Wakeups
 from jobq.settings import Settings
@@ -130,6 +131,8 @@ def create_app(settings: Settings, database_url: str | None = None, *,
             asyncio.create_task(token_table.run(), name="jobq-tokens"),
             asyncio.create_task(run_reaper(ctx, settings.reap_interval_s), name="jobq-reaper"),
             asyncio.create_task(run_duties(ctx, leadership), name="jobq-duties"),
+            # Every replica runs one; row locks make each fire happen once (core/schedules.py).
+            asyncio.create_task(run_scheduler(ctx), name="jobq-scheduler"),
         ]
         try:
             yield
@@ -153,7 +156,7 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     app.state.settings = settings
     app.state.tokens = token_table
     problems.install(app)
-    for module in (jobs, leases, queues, dead, metrics, tokens):
+    for module in (jobs, leases, queues, dead, schedules, metrics, tokens):
         app.include_router(module.router, dependencies=[Depends(caller), Depends(known_query)])
     app.include_router(health.router, dependencies=[Depends(known_query)])
     public_paths = check_rules(app.router.routes)

@@ -24,6 +24,7 @@ from pydantic import Strict as StrictTypes
 from jobq.domain import jobs as d
 from jobq.domain.queues import DAY_MS
 from jobq.domain.queues import QUEUE_DEFAULTS as DEFAULTS
+from jobq.domain.schedules import parse_cron, parse_timezone
 
 MAX_INT32 = 2**31 - 1
 TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000
@@ -352,3 +353,126 @@ class TokenCreated(TokenPublic):
 
 class TokenList(BaseModel):
     tokens: list[TokenPublic]
+
+
+# ------------------------------------------------------------------------------ schedules
+
+ScheduleName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"),
+    Field(description="1 to 128 of letters, digits and _ . : - (starting with a letter or digit)",
+          examples=["nightly-report"]),
+]
+
+
+def _cron_text(value: str) -> str:
+    return parse_cron(value).expr  # CronError is a ValueError: a 422 at body.cron
+
+
+def _timezone_text(value: str) -> str:
+    parse_timezone(value)
+    return value
+
+
+CronText = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=200),
+    AfterValidator(_cron_text),
+    Field(description="5 fields (minute hour day-of-month month day-of-week), or 6 with "
+          "seconds first; `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly` too",
+          examples=["0 2 * * *"]),
+]
+TimezoneText = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=64),
+    AfterValidator(_timezone_text),
+    Field(description="an IANA time zone; the cron fields are read in it", examples=["Europe/Berlin"]),
+]
+MisfireText = Literal["skip", "run_once"]
+MaxAttempts = Annotated[int, Field(ge=1, le=10_000)]
+
+
+class ScheduleJobBody(Strict):
+    type: Text255 = Field(examples=["report.nightly"])
+    queue: QueueName = d.DEFAULT_QUEUE
+    payload: Payload = Field(default_factory=dict)
+    priority: Priority = 0
+    max_attempts: MaxAttempts | None = Field(default=None, description="default: the queue's")
+
+
+class SchedulePut(Strict):
+    cron: CronText
+    timezone: TimezoneText = "UTC"
+    misfire: MisfireText = Field(
+        default="run_once",
+        description="after downtime: `skip` resumes at the next future fire time; `run_once` "
+                    "enqueues one catch-up job for any number of missed fire times")
+    enabled: bool = True
+    job: ScheduleJobBody
+
+
+def _not_null(value: Any, info: ValidationInfo) -> Any:
+    if value is None:
+        raise ValueError(f"{info.field_name} cannot be null")
+    return value
+
+
+class ScheduleJobPatch(Strict):
+    """Merge-patch: a field given as null goes back to its default (`queue` default,
+    `payload` {}, `priority` 0, `max_attempts` the queue's)."""
+
+    type: Text255 | None = None
+    queue: QueueName | None = None
+    payload: Payload | None = None
+    priority: Priority | None = None
+    max_attempts: MaxAttempts | None = None
+
+    _type_not_null = field_validator("type", mode="before")(_not_null)
+
+    def changes(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.model_fields_set}
+
+
+class SchedulePatch(Strict):
+    cron: CronText | None = None
+    timezone: TimezoneText | None = None
+    misfire: MisfireText | None = None
+    enabled: bool | None = None
+    job: ScheduleJobPatch | None = None
+
+    _fields_not_null = field_validator("cron", "timezone", "misfire", "enabled", "job",
+                                       mode="before")(_not_null)
+
+    def changes(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: getattr(self, k) for k in self.model_fields_set if k != "job"}
+        if self.job is not None:
+            out["job"] = self.job.changes()
+        return out
+
+
+class ScheduleJobPublic(BaseModel):
+    queue: str
+    type: str
+    payload: dict[str, Any]
+    priority: int
+    max_attempts: int | None = Field(description="null: the queue's max_attempts")
+
+
+class SchedulePublic(BaseModel):
+    name: str
+    cron: str = Field(description="as given, fields separated by one space")
+    timezone: str
+    misfire: MisfireText
+    enabled: bool
+    job: ScheduleJobPublic
+    next_fire_at: datetime | None = Field(description="null while disabled")
+    pending_fire_at: datetime | None = Field(
+        description="a fire that met a full queue (max_depth), tried again every second")
+    last_fired_at: datetime | None = Field(description="the fire time of the last job enqueued")
+    last_job_id: str | None = Field(description="the job the last fire enqueued")
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleList(BaseModel):
+    schedules: list[SchedulePublic]

@@ -1,14 +1,18 @@
-"""What every core operation needs: the database, the wakeup switchboard, the event sink."""
+"""What every core operation needs: the database, the wakeup switchboard, the event sink,
+the clock schedules are computed by, and the bell that wakes this process's scheduler."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
 from jobq.core.events import Events
 from jobq.core.wakeups import Wakeups
 from jobq.domain.queues import QUEUE_DEFAULTS
+from jobq.domain.schedules import Clock, SystemClock
 from jobq.store.db import Database
+from jobq.store.notify import SCHEDULES
 from jobq.store.queries import Q
 
 CAPS_TTL_S = 1.0
@@ -35,6 +39,19 @@ class Context:
     _caps_read_at: dict[str, float] = field(default_factory=dict)
     # True while this process holds the background duties' lock (see duties.py).
     is_leader: bool = False
+    # What "now" is for schedules: real time in a service, a hand-driven clock in tests.
+    clock: Clock = field(default_factory=SystemClock)
+    # Rung when a schedule was created or changed, here or (by NOTIFY) on another replica:
+    # the scheduler then re-reads when it next has something to do (core/schedules.py).
+    schedule_bell: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.wakeups.notifications.on_signal(SCHEDULES, self.schedule_bell.set)
+
+    def schedules_changed(self) -> None:
+        """A schedule changed (call after commit): every replica's scheduler looks again."""
+        self.schedule_bell.set()
+        self.wakeups.notifications.signal(SCHEDULES)
 
     async def ensure_queues(self, names: list[str]) -> None:
         missing = [n for n in dict.fromkeys(names) if n not in self.known_queues]

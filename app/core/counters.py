@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
                    60, 300, 900, 3600)
@@ -23,6 +23,25 @@ RUN_SECONDS = Histogram("jobq_job_run_seconds", "Run time of completed jobs: cla
 PICKUP_SECONDS = Histogram("jobq_job_pickup_seconds",
                            "Pickup latency: visible_at to claim", ["queue"],
                            buckets=LATENCY_BUCKETS)
+
+SCHEDULE_FIRES = Counter("jobq_schedule_fires_total", "Jobs enqueued by a schedule's fires "
+                         "(a catch-up run counts once)", ["schedule"])
+SCHEDULE_MISFIRES = Counter("jobq_schedule_misfires_total", "Fire times a schedule missed "
+                            "(service down, or a queue full): skipped, or folded into one "
+                            "catch-up run", ["schedule"])
+# The most recent value across processes: each fire happens in one process only.
+SCHEDULE_LAG = Gauge("jobq_schedule_last_fire_lag_seconds", "How late the last fire's job was "
+                     "enqueued after its fire time", ["schedule"], multiprocess_mode="mostrecent")
+
+
+def schedule_fired(schedule: str, lag_s: float) -> None:
+    SCHEDULE_FIRES.labels(schedule).inc()
+    SCHEDULE_LAG.labels(schedule).set(max(lag_s, 0.0))
+
+
+def schedule_missed(schedule: str, n: int) -> None:
+    if n > 0:
+        SCHEDULE_MISFIRES.labels(schedule).inc(n)
 
 
 def observe(event: str, rows: Sequence[Mapping[str, Any]]) -> None:

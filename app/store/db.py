@@ -28,6 +28,8 @@ from jobq.domain.errors import InvalidInput, Unavailable
 log = logging.getLogger("jobq.store")
 
 Row = dict[str, Any]
+# A pooled connection, as ``Database.connection`` and ``transaction`` hand it out.
+Connection = psycopg.AsyncConnection[Row]
 
 # Deadlocks and serialization failures are the database asking us to try again.
 _RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
@@ -124,8 +126,24 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
-        async with self.connection() as conn, conn.transaction():
-            yield conn
+        async with self.connection() as conn:
+            try:
+                async with conn.transaction():
+                    yield conn
+            except BaseException:
+                _forget_prepared(conn)
+                raise
+
+    @asynccontextmanager
+    async def savepoint(self, conn: psycopg.AsyncConnection[Row]) -> AsyncIterator[None]:
+        """A savepoint inside ``transaction``: an error rolls back to it, and the transaction
+        goes on."""
+        try:
+            async with conn.transaction():
+                yield
+        except BaseException:
+            _forget_prepared(conn)
+            raise
 
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         # The hot path of every request: the pool's getconn/putconn without the layers of
@@ -286,6 +304,15 @@ async def _cursor_fetch(conn: psycopg.AsyncConnection[Any], sql: str,
 
 _BY_CONNECTION: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], _Prepared] = (
     weakref.WeakKeyDictionary())
+
+
+def _forget_prepared(conn: psycopg.AsyncConnection[Any]) -> None:
+    """After psycopg rolled back a transaction or savepoint: when it had prepared statements
+    of its own (a query run five times through a cursor), it sent DEALLOCATE ALL, which took
+    ours too. The next statement that ran one of ours inside a transaction failed it (a 500)."""
+    prepared = _BY_CONNECTION.get(conn)
+    if prepared is not None:
+        prepared.statements.clear()
 
 
 def _prepared(conn: psycopg.AsyncConnection[Any]) -> _Prepared:

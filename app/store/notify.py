@@ -16,6 +16,10 @@ before the other side knew of it were not announced: a greeting is sent after it
 counts the other process, so what it committed unannounced is committed by then. Both are
 ``<word> * <origin>``, a queue no name can be (names start with a letter or digit), which a
 process predating them takes for a bell on an empty queue.
+
+Signals are words of the same form for other news: ``SCHEDULES`` says a schedule was
+created or changed, so every scheduler re-reads when it next fires (``signal`` and
+``on_signal``); they follow the same rule (nobody known, nothing sent).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ CHANNEL = "jobq_jobs"
 _RECONNECT_S = 1.0
 HELLO = "*hello"
 HERE = "*here"
+SCHEDULES = "*schedules"
 
 
 class Notifications:
@@ -52,6 +57,10 @@ class Notifications:
         # that stops is not forgotten (sending to nobody is only a wasted round trip).
         self.peers: set[str] = set()
         self._outbox_ready = asyncio.Event()
+        # Signal word -> what to call when another process sends it; and more to call
+        # whenever notifications may have been missed.
+        self._signals: dict[str, Callable[[], None]] = {}
+        self._also_missed: list[Callable[[], None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.listening = asyncio.Event()
 
@@ -77,6 +86,21 @@ class Notifications:
         if not self.peers:
             return
         self._queue(counts)
+
+    def signal(self, word: str) -> None:
+        """Send a signal word (``SCHEDULES``) to the other processes (call after commit)."""
+        self.send({word: None})
+
+    def on_signal(self, word: str, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when another process sends ``word``, and whenever notifications
+        may have been missed (the news may have been among them)."""
+        self._signals[word] = callback
+        self._also_missed.append(callback)
+
+    def _all_missed(self) -> None:
+        self._missed()
+        for callback in self._also_missed:
+            callback()
 
     def _queue(self, counts: Mapping[str, int | None]) -> None:
         for q, n in counts.items():
@@ -114,7 +138,7 @@ class Notifications:
                 async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
-                    self._missed()
+                    self._all_missed()
                     # Heard by every process listening now, including those started while
                     # this connection was away.
                     self._queue({HELLO: None})
@@ -136,8 +160,13 @@ class Notifications:
         if queue == HELLO or new:
             self._queue({HERE: None})  # so that it knows of us (again)
         if queue in (HELLO, HERE) or new:
-            self._missed()  # what it committed before it knew of us was not announced
-        if queue not in (HELLO, HERE):
+            self._all_missed()  # what it committed before it knew of us was not announced
+        if queue in (HELLO, HERE):
+            return
+        signalled = self._signals.get(queue)
+        if signalled is not None:
+            signalled()
+        else:
             self._heard(queue, count)
 
 

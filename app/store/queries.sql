@@ -414,3 +414,78 @@ SELECT id, role, queues, hash FROM tokens WHERE revoked_at IS NULL;
 -- name: TokensEver
 -- Whether any token was ever created, revoked ones included: local mode is only for a database that never had one.
 SELECT EXISTS (SELECT 1 FROM tokens) AS ever;
+
+-- name: ScheduleUpsert
+-- Create or replace a schedule (PUT): what was fired before (last_fired_at, last_job_id) and a fire waiting for room in a full queue are kept, unless it is now disabled; created tells which.
+INSERT INTO schedules AS s (name, cron, timezone, misfire, enabled, job_queue, job_type, job_payload,
+                            job_priority, job_max_attempts, next_fire_at)
+VALUES (%(name)s, %(cron)s, %(timezone)s, %(misfire)s, %(enabled)s, %(job_queue)s, %(job_type)s,
+        %(job_payload)s::jsonb, %(job_priority)s, %(job_max_attempts)s, %(next_fire_at)s)
+ON CONFLICT (name) DO UPDATE
+   SET cron             = excluded.cron,
+       timezone         = excluded.timezone,
+       misfire          = excluded.misfire,
+       enabled          = excluded.enabled,
+       job_queue        = excluded.job_queue,
+       job_type         = excluded.job_type,
+       job_payload      = excluded.job_payload,
+       job_priority     = excluded.job_priority,
+       job_max_attempts = excluded.job_max_attempts,
+       next_fire_at     = excluded.next_fire_at,
+       pending_fire_at  = CASE WHEN excluded.enabled THEN s.pending_fire_at END,
+       updated_at       = now()
+RETURNING *, (xmax = 0) AS created;
+
+-- name: ScheduleGet
+-- One schedule by name.
+SELECT * FROM schedules WHERE name = %(name)s;
+
+-- name: ScheduleGetForUpdate
+-- One schedule by name, locked until commit: a PATCH reads, changes and writes it back while the scheduler waits.
+SELECT * FROM schedules WHERE name = %(name)s FOR UPDATE;
+
+-- name: ScheduleList
+-- Every schedule, by name.
+SELECT * FROM schedules ORDER BY name;
+
+-- name: ScheduleSave
+-- Write back a schedule a PATCH changed (after ScheduleGetForUpdate, in its transaction).
+UPDATE schedules
+   SET cron = %(cron)s, timezone = %(timezone)s, misfire = %(misfire)s, enabled = %(enabled)s,
+       job_queue = %(job_queue)s, job_type = %(job_type)s, job_payload = %(job_payload)s::jsonb,
+       job_priority = %(job_priority)s, job_max_attempts = %(job_max_attempts)s,
+       next_fire_at = %(next_fire_at)s, pending_fire_at = %(pending_fire_at)s, updated_at = now()
+ WHERE name = %(name)s
+RETURNING *;
+
+-- name: ScheduleDelete
+-- Delete a schedule; no row: there was none. Jobs it enqueued stay.
+DELETE FROM schedules WHERE name = %(name)s RETURNING name;
+
+-- name: ScheduleDueLock
+-- The schedules due at %(now)s (a fire time reached, or a fire waiting for room in a full queue), locked until commit; rows another replica's scheduler holds are skipped, so each fire happens once.
+-- %(seen)s: the schedules this turn handled already (a fire still waiting for room is due again at once).
+SELECT * FROM schedules
+ WHERE enabled AND (next_fire_at <= %(now)s OR pending_fire_at IS NOT NULL)
+   AND name <> ALL(%(seen)s::text[])
+ ORDER BY coalesce(pending_fire_at, next_fire_at), name
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED;
+
+-- name: ScheduleFired
+-- A scheduler turn's bookkeeping of one schedule (in the transaction of ScheduleDueLock and the fire's enqueue).
+UPDATE schedules
+   SET next_fire_at    = %(next_fire_at)s,
+       pending_fire_at = %(pending_fire_at)s,
+       last_fired_at   = coalesce(%(last_fired_at)s, last_fired_at),
+       last_job_id     = coalesce(%(last_job_id)s, last_job_id)
+ WHERE name = %(name)s;
+
+-- name: ScheduleNextWake
+-- When a scheduler has something to do next: the earliest fire time of the enabled schedules, and whether any fire waits for room in a full queue.
+SELECT min(next_fire_at) AS next_fire_at, coalesce(bool_or(pending_fire_at IS NOT NULL), false) AS pending
+  FROM schedules WHERE enabled;
+
+-- name: ScheduleTableExists
+-- Whether the database was migrated far enough for schedules (the service may answer before `jobq migrate` ran).
+SELECT to_regclass('schedules') IS NOT NULL AS present;

@@ -162,3 +162,28 @@ tokens = Table(
     Column("revoked_at", DateTime(timezone=True), nullable=True),
     CheckConstraint("role IN ('producer', 'worker', 'admin')", name="tokens_role_check"),
 )
+
+# Recurring jobs (migration 0007): the schedule, the job each fire enqueues, and the
+# scheduler's state (jobq.core.schedules).
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("cron", Text, nullable=False),
+    Column("timezone", Text, nullable=False, server_default=text("'UTC'")),
+    Column("misfire", Text, nullable=False, server_default=text("'run_once'")),
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    Column("job_queue", Text, nullable=False),
+    Column("job_type", Text, nullable=False),
+    Column("job_payload", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("job_priority", Integer, nullable=False, server_default=text("0")),
+    Column("job_max_attempts", Integer, nullable=True),
+    Column("next_fire_at", DateTime(timezone=True), nullable=True),
+    Column("pending_fire_at", DateTime(timezone=True), nullable=True),
+    Column("last_fired_at", DateTime(timezone=True), nullable=True),
+    Column("last_job_id", BigInteger, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    CheckConstraint("misfire IN ('skip', 'run_once')", name="schedules_misfire_check"),
+    Index("schedules_next_fire_idx", "next_fire_at", postgresql_where=text("enabled")),
+)

@@ -1,0 +1,122 @@
+"""Admins: recurring jobs, /v1/schedules. Each fire enqueues an ordinary job (core/schedules.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path
+from starlette.responses import Response
+
+from jobq.api import render
+from jobq.api.deps import context
+from jobq.api.problems import GUARDED, answers
+from jobq.api.schemas import (
+    ScheduleList,
+    ScheduleName,
+    SchedulePatch,
+    SchedulePublic,
+    SchedulePut,
+)
+from jobq.core import schedules as core
+from jobq.core.context import Context
+
+router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
+
+# The name goes through Annotated[..., Path()], as a queue's does, so that its pattern holds.
+Name = Annotated[ScheduleName, Path()]
+
+_NOT_FOUND = {404: "`not_found`: no such schedule"}
+_EXAMPLE: dict[str, Any] = {
+    "name": "nightly-report",
+    "cron": "0 2 * * *",
+    "timezone": "Europe/Berlin",
+    "misfire": "run_once",
+    "enabled": True,
+    "job": {"queue": "reports", "type": "report.nightly", "payload": {"format": "pdf"},
+            "priority": 0, "max_attempts": None},
+    "next_fire_at": "2026-12-05T01:00:00Z",
+    "pending_fire_at": None,
+    "last_fired_at": "2026-12-04T01:00:00Z",
+    "last_job_id": "81723",
+    "created_at": "2026-11-30T09:12:44.120931Z",
+    "updated_at": "2026-11-30T09:12:44.120931Z",
+}
+_PUT_EXAMPLES: dict[str, Any] = {
+    "nightly": {"summary": "At 02:00 Berlin time, catching up once after downtime", "value": {
+        "cron": "0 2 * * *", "timezone": "Europe/Berlin", "misfire": "run_once",
+        "job": {"queue": "reports", "type": "report.nightly", "payload": {"format": "pdf"}}}},
+    "every-15-minutes": {"summary": "Every 15 minutes in UTC, skipping times missed", "value": {
+        "cron": "*/15 * * * *", "misfire": "skip", "job": {"type": "cache.refresh"}}},
+}
+_PATCH_EXAMPLES: dict[str, Any] = {
+    "disable": {"summary": "Stop firing (the schedule stays)", "value": {"enabled": False}},
+    "enable": {"summary": "Fire again, from the next fire time after now",
+               "value": {"enabled": True}},
+    "retime": {"summary": "Another time and payload", "value": {
+        "cron": "30 3 * * 1-5", "job": {"payload": {"format": "csv"}}}},
+}
+
+
+def _one(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"example": _EXAMPLE}}}
+
+
+@router.get("", response_model=ScheduleList, summary="List schedules",
+            responses={200: {"description": "every schedule, by name", "content": {
+                "application/json": {"example": {"schedules": [_EXAMPLE]}}}},
+                **answers(*GUARDED)})
+async def list_schedules(ctx: Context = Depends(context)) -> Response:
+    """Every schedule, enabled or not, by name."""
+    return render.json_response({"schedules": await core.list_all(ctx)})
+
+
+@router.get("/{name}", response_model=SchedulePublic, summary="Read a schedule",
+            responses={200: _one("the schedule"), **answers(*GUARDED, 422, notes=_NOT_FOUND)})
+async def get_schedule(name: Name, ctx: Context = Depends(context)) -> Response:
+    """`next_fire_at` is the next time it fires (null while disabled); `last_fired_at` and
+    `last_job_id` say what its last fire enqueued."""
+    return render.json_response(await core.get(ctx, name))
+
+
+@router.put("/{name}", response_model=SchedulePublic, summary="Create or replace a schedule",
+            responses={200: _one("replaced"), 201: {**_one("created"), "headers": {"Location": {
+                "description": "`/v1/schedules/{name}`", "required": True,
+                "schema": {"type": "string"}}}}, **answers(*GUARDED, 413, 422)},
+            status_code=201)
+async def put_schedule(name: Name, body: Annotated[SchedulePut, Body(openapi_examples=_PUT_EXAMPLES)],
+                       ctx: Context = Depends(context)) -> Response:
+    """Each fire enqueues one job from `job`, with the idempotency key
+    `schedule:{name}:{fire time}` (such as `schedule:nightly-report:2026-12-04T01:00:00Z`), so
+    a fire is one job however many replicas run. The job obeys its queue's `max_depth`: a
+    fire that meets a full queue waits in `pending_fire_at` and is tried again every second.
+    Replacing keeps `last_fired_at` and `last_job_id`; the next fire time is computed from
+    now, so no fire time before the change is run."""
+    job = body.job
+    d = core.draft(body.cron, body.timezone, body.misfire, body.enabled, core.JobTemplate(
+        type=job.type, queue=job.queue, payload=job.payload, priority=job.priority,
+        max_attempts=job.max_attempts))
+    out, created = await core.put(ctx, name, d)
+    if created:
+        return render.json_response(out, 201, {"Location": f"/v1/schedules/{name}"})
+    return render.json_response(out, 200)
+
+
+@router.patch("/{name}", response_model=SchedulePublic, summary="Change a schedule",
+              responses={200: _one("the schedule as changed"),
+                         **answers(*GUARDED, 413, 422, notes=_NOT_FOUND)})
+async def patch_schedule(name: Name,
+                         body: Annotated[SchedulePatch, Body(openapi_examples=_PATCH_EXAMPLES)],
+                         ctx: Context = Depends(context)) -> Response:
+    """Only the fields given change; `job` is a partial template, where null sets a field
+    back to its default. A new `cron` or `timezone`, or `enabled: true` on a disabled
+    schedule, sets the next fire time from now (no burst of the times it was off);
+    `enabled: false` stops it firing and drops a fire waiting for a full queue."""
+    return render.json_response(await core.update(ctx, name, body.changes()))
+
+
+@router.delete("/{name}", status_code=204, response_class=Response, summary="Delete a schedule",
+               responses={204: {"description": "deleted"}, **answers(*GUARDED, 422, notes=_NOT_FOUND)})
+async def delete_schedule(name: Name, ctx: Context = Depends(context)) -> Response:
+    """The jobs it enqueued stay where they are."""
+    await core.delete(ctx, name)
+    return Response(status_code=204)
