@@ -101,16 +101,30 @@ async def test_a_fired_job_is_the_template(ctx: Context, clock: FakeClock, datab
 
 async def test_misfire_skip_after_three_periods_down_fires_nothing_and_resumes_ahead(
         ctx: Context, clock: FakeClock, database_url: str) -> None:
-    await sched.put(ctx, "skipper", _draft(misfire="skip"))
-    clock.t = T0 + MINUTE + 3 * MINUTE + timedelta(seconds=10)  # down for 3 periods past the first fire
+    hour = timedelta(hours=1)
+    await sched.put(ctx, "skipper", _draft(cron="0 * * * *", misfire="skip"))
+    # Down from before the first fire (13:00) until 16:05: 13:00, 14:00, 15:00 and 16:00 passed,
+    # the last of them by more than the grace of a late scheduler (MISFIRE_GRACE).
+    clock.t = T0 + hour + 3 * hour + timedelta(minutes=5)
     turn = await sched.fire_due(ctx)
-    assert turn.fired == [] and turn.missed.get("skipper", 0) >= 3
-    assert counters.SCHEDULE_MISFIRES.labels("skipper")._value.get() == turn.missed["skipper"]
+    assert turn.fired == [] and turn.missed.get("skipper") == 4
+    assert counters.SCHEDULE_MISFIRES.labels("skipper")._value.get() == 4
     assert _jobs(database_url) == []
     got = await sched.get(ctx, "skipper")
-    assert got["next_fire_at"] == T0 + 5 * MINUTE and got["next_fire_at"] > clock.t
-    clock.t = T0 + 5 * MINUTE
+    assert got["next_fire_at"] == T0 + 5 * hour and got["next_fire_at"] > clock.t
+    clock.t = T0 + 5 * hour
     assert len((await sched.fire_due(ctx)).fired) == 1  # and on time again
+
+
+async def test_misfire_skip_still_fires_a_time_that_is_merely_late(
+        ctx: Context, clock: FakeClock, database_url: str) -> None:
+    # Back 10 s after a fire time, within MISFIRE_GRACE: that fire is late, not missed.
+    await sched.put(ctx, "late", _draft(misfire="skip"))
+    clock.t = T0 + MINUTE + 3 * MINUTE + timedelta(seconds=10)
+    turn = await sched.fire_due(ctx)
+    assert [f.fire_at for f in turn.fired] == [T0 + 4 * MINUTE]
+    assert turn.missed.get("late") == 3
+    assert len(_jobs(database_url)) == 1
 
 
 async def test_misfire_run_once_after_three_periods_down_fires_one_catch_up(

@@ -24,6 +24,7 @@ come due meanwhile are folded into it (counted as misfires).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -94,6 +95,12 @@ def _cron(text: str) -> CronSpec:
         return parse_cron(text)
     except CronError as exc:
         raise InvalidInput(f"cron: {exc}", ["body", "cron"]) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _stored_cron(text: str) -> CronSpec:
+    """A stored expression, parsed once per process: it was validated when it was written."""
+    return parse_cron(text)
 
 
 def _zone(name: str) -> ZoneInfo:
@@ -203,7 +210,7 @@ async def update(ctx: Context, name: str, changes: dict[str, Any]) -> dict[str, 
         if not rows:
             raise NotFound(f"schedule {name!r} does not exist")
         old = rows[0]
-        cron = _cron(changes["cron"]) if "cron" in changes else CronSpec(old["cron"])
+        cron = _cron(changes["cron"]) if "cron" in changes else _stored_cron(old["cron"])
         timezone = changes.get("timezone", old["timezone"])
         if "timezone" in changes:
             _zone(timezone)
@@ -308,7 +315,7 @@ async def _fire_one(ctx: Context, conn: Connection, row: Row, now: datetime,
     next_fire = row["next_fire_at"]
     missed = 0
     if next_fire is not None and next_fire <= now:
-        outcome = due(CronSpec(row["cron"]), _zone(row["timezone"]), next_fire, now, row["misfire"])
+        outcome = due(_stored_cron(row["cron"]), _zone(row["timezone"]), next_fire, now, row["misfire"])
         next_fire, missed = outcome.next_fire_at, outcome.missed
         if outcome.fire_at is not None:
             tries.append(outcome.fire_at)
