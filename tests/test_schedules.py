@@ -161,3 +161,13 @@ async def test_admin_of_every_queue_only_once_tokens_exist(app: FastAPI, client:
     problem(await client.get("/v1/schedules"), 401, "unauthorized")
     r = await client.get("/v1/schedules/s", headers=auth("admin"))
     assert r.status_code == 200 and r.json()["enabled"] is True
+
+
+async def test_cron_and_timezone_errors_read_as_words(client: httpx.AsyncClient) -> None:
+    r = await client.put("/v1/schedules/bad", json={"cron": "61 * * * *", "timezone": "Mars/Base",
+                                                    "job": {"queue": "q", "type": "t"}})
+    assert r.status_code == 422
+    assert r.json()["errors"] == [
+        {"loc": ["body", "cron"], "msg": "minute field '61': values are 0-59"},
+        {"loc": ["body", "timezone"], "msg": "timezone 'Mars/Base': unknown IANA time zone"},
+    ]

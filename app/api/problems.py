@@ -64,9 +64,13 @@ def _loc(loc: tuple[Any, ...] | list[Any]) -> list[str | int]:
     return [p if isinstance(p, int) else str(p) for p in loc]
 
 
+def _msg(err: dict[str, Any]) -> str:
+    # pydantic prefixes what our validators raise with "Value error, ": our words stand alone.
+    return str(err.get("msg", "invalid")).removeprefix("Value error, ")
+
+
 def validation_problem(errors: list[dict[str, Any]]) -> Response:
-    items = [{"loc": _loc(err.get("loc", ())), "msg": str(err.get("msg", "invalid"))}
-             for err in errors]
+    items = [{"loc": _loc(err.get("loc", ())), "msg": _msg(err)} for err in errors]
     detail = "; ".join(f"{'.'.join(map(str, i['loc']))}: {i['msg']}" for i in items[:5])
     return problem(422, "validation_error", "Validation error", detail or "invalid request",
                    errors=items)
