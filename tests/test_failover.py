@@ -165,3 +165,13 @@ async def test_a_read_only_server_answers_503_until_it_takes_writes_again(
             # The read-only sessions were closed as they answered 25006: new ones take writes.
             statuses = [(await c.post("/v1/jobs", json={"type": "t"})).status_code for _ in range(6)]
     assert statuses[-3:] == [201, 201, 201], statuses
+
+
+def test_the_bench_takes_a_multi_host_url() -> None:
+    from jobq.bench.config import BenchError
+    from jobq.bench.service import check_database_url
+
+    url = "postgresql+psycopg://postgres@127.0.0.1:5433,localhost:5432/jobq?target_session_attrs=read-write"
+    assert check_database_url(url) == url.replace("postgresql+psycopg://", "postgresql://")
+    with pytest.raises(BenchError, match="db.example"):
+        check_database_url("postgresql://postgres@127.0.0.1:5433,db.example:5432/jobq")
