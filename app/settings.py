@@ -116,7 +116,7 @@ def check_libpq_url(url: str) -> None:
         # libpq's reason names the bad part ("invalid URI query parameter: "x""); a
         # password in it is hidden.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "not a valid URL"
-        password = params_password(url)
+        password = _password_in(url)
         if password:
             reason = reason.replace(password, "***")
         raise ValueError(f"JOBQ_DATABASE_URL is not a valid PostgreSQL URL: {reason}") from None
@@ -137,7 +137,7 @@ def check_libpq_url(url: str) -> None:
 _SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
 
 
-def params_password(url: str) -> str | None:
+def _password_in(url: str) -> str | None:
     """The password in the URL's user part, as written (percent-encoded or not)."""
     netloc = url.partition("://")[2].partition("/")[0]
     userinfo, at, _ = netloc.rpartition("@")
