@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 
 from alembic import context
-from sqlalchemy import create_engine, pool
 
+from jobq.store.migrate import engine
 from jobq.store.tables import metadata
 
 config = context.config
@@ -16,8 +16,8 @@ target_metadata = metadata
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=metadata,
-                      literal_binds=True)
+    # SQL for PostgreSQL, whatever the URL: SQLAlchemy need not parse one (see store/migrate.py).
+    context.configure(dialect_name="postgresql", target_metadata=metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 
@@ -29,10 +29,9 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    url = config.get_main_option("sqlalchemy.url") or os.environ["JOBQ_DATABASE_URL"]
-    url = url.replace("postgresql://", "postgresql+psycopg://", 1)
-    engine = create_engine(url, poolclass=pool.NullPool)
-    with engine.connect() as conn:
+    url = (config.attributes.get("libpq_url") or config.get_main_option("sqlalchemy.url")
+           or os.environ["JOBQ_DATABASE_URL"])
+    with engine(url).connect() as conn:
         context.configure(connection=conn, target_metadata=metadata)
         with context.begin_transaction():
             context.run_migrations()

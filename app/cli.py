@@ -84,6 +84,22 @@ def _database(stack: ExitStack, settings) -> str:  # type: ignore[no-untyped-def
     return server.url
 
 
+def _migrate(url: str) -> None:
+    """Apply pending migrations; a database that cannot be reached is one line, not a
+    traceback (libpq's reason names each host it tried)."""
+    import psycopg
+    import sqlalchemy.exc
+
+    from jobq.store.migrate import migrate
+
+    try:
+        migrate(url)
+    except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, psycopg.OperationalError) as exc:
+        reason = getattr(exc, "orig", None) or exc
+        typer.echo(f"jobq: cannot reach the database: {str(reason).strip()}", err=True)
+        raise typer.Exit(1) from None
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -144,7 +160,6 @@ def serve(
     import uvicorn
 
     from jobq.api.serving import PROTOCOL
-    from jobq.store.migrate import migrate
 
     settings = _settings()
     _setup_logging(settings)
@@ -153,7 +168,7 @@ def serve(
 
     with ExitStack() as stack:
         url = _database(stack, settings)
-        migrate(url)
+        _migrate(url)
         # Tokens created with `jobq tokens create` count as much as JOBQ_ADMIN_TOKEN; they are
         # read after migrating (the table may be new) and before binding anything.
         secured = bool(settings.admin_token) or _has_tokens(url, settings)
@@ -195,12 +210,10 @@ def serve(
 def migrate_cmd() -> None:
     """Apply pending migrations and exit."""
     _need_server("migrate")
-    from jobq.store.migrate import migrate
-
     settings = _settings()
     _setup_logging(settings)
     with ExitStack() as stack:
-        migrate(_database(stack, settings))
+        _migrate(_database(stack, settings))
     typer.echo("jobq: schema is up to date")
 
 

@@ -59,6 +59,7 @@ class Settings(BaseSettings):
             return None
         if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
             raise ValueError("JOBQ_DATABASE_URL must start with postgresql://")
+        check_libpq_url(value)
         return value
 
     @field_validator("admin_token")
@@ -96,6 +97,53 @@ class Settings(BaseSettings):
             if url.startswith(prefix):
                 url = "postgresql://" + url[len(prefix) :]
         return url
+
+
+def check_libpq_url(url: str) -> None:
+    """Refuse, at start and in one line, a URL libpq would refuse only when connecting (or
+    SQLAlchemy with a traceback). A multi-host URL (``postgresql://h1:p1,h2:p2/db?
+    target_session_attrs=read-write``) is fine: libpq tries the hosts in turn. The message
+    never repeats the URL, which may hold a password."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    for prefix in ("postgresql+psycopg://", "postgres://"):
+        if url.startswith(prefix):
+            url = "postgresql://" + url[len(prefix):]
+    try:
+        params = conninfo_to_dict(url)
+    except ProgrammingError as exc:
+        # libpq's reason names the bad part ("invalid URI query parameter: "x""); a
+        # password in it is hidden.
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else "not a valid URL"
+        password = _password_in(url)
+        if password:
+            reason = reason.replace(password, "***")
+        raise ValueError(f"JOBQ_DATABASE_URL is not a valid PostgreSQL URL: {reason}") from None
+    hosts = str(params.get("host") or "").split(",")
+    ports = str(params.get("port") or "").split(",")
+    for port in ports:
+        if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"JOBQ_DATABASE_URL: port {port[:20]!r} is not a number from 1 to 65535")
+    if len(ports) > 1 and len(ports) != len(hosts):
+        raise ValueError(f"JOBQ_DATABASE_URL names {len(hosts)} hosts and {len(ports)} ports: "
+                         "give one port for all, or one per host (h1:p1,h2:p2)")
+    attrs = params.get("target_session_attrs")
+    if attrs is not None and attrs not in _SESSION_ATTRS:
+        raise ValueError(f"JOBQ_DATABASE_URL: target_session_attrs must be one of "
+                         f"{', '.join(_SESSION_ATTRS)}")
+
+
+_SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
+
+
+def _password_in(url: str) -> str | None:
+    """The password in the URL's user part, as written (percent-encoded or not)."""
+    netloc = url.partition("://")[2].partition("/")[0]
+    userinfo, at, _ = netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return None
+    return userinfo.partition(":")[2] or None
 
 
 @lru_cache(maxsize=1)

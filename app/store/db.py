@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import weakref
@@ -18,12 +19,13 @@ from psycopg._queries import PostgresQuery
 from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import AdaptersMap, Loader, Transformer
 from psycopg.pq import ExecStatus, Format, TransactionStatus
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from jobq.domain import jsontext
 from jobq.domain.errors import InvalidInput, Unavailable
+from jobq.store.sessions import KEEPALIVE
 
 log = logging.getLogger("jobq.store")
 
@@ -34,6 +36,12 @@ Connection = psycopg.AsyncConnection[Row]
 # Deadlocks and serialization failures are the database asking us to try again.
 _RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
 _RETRIES = 3
+# SQLSTATE 25006: the server no longer takes writes (a standby, or a primary being fenced or
+# demoted for a failover): its connections are of no use until a primary is found again.
+_READ_ONLY = psycopg.errors.ReadOnlySqlTransaction
+# Errors after which a connection may be gone, or on a server that takes no writes: the
+# pool's other connections are likely the same (see ``Database._lost``).
+_CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, _READ_ONLY)
 
 
 def dumps_json(value: Any) -> str:
@@ -83,16 +91,39 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_loader(_TIMESTAMPTZ, _ClampedTimestamptzLoader)
 
 
+class _Pool(AsyncConnectionPool):  # type: ignore[type-arg]
+    """The pool, whose ``check()`` also discards connections to a server that takes no writes."""
+
+    @staticmethod
+    async def check_connection(conn: psycopg.AsyncConnection[Any]) -> None:
+        # One round trip; raises on a connection that is gone. A read-only answer means the
+        # server is a standby or being fenced: reconnecting lets target_session_attrs (of a
+        # multi-host URL) find the primary.
+        async with conn.cursor(row_factory=tuple_row) as cur:
+            await cur.execute("SELECT current_setting('transaction_read_only') = 'on'")
+            row = await cur.fetchone()
+        if row is not None and row[0]:
+            await conn.close()
+            raise psycopg.OperationalError("the server takes no writes (read-only)")
+
+
 class Database:
     """An async psycopg pool with autocommit connections: a statement outside ``transaction``
-    commits on its own, which is what makes a 201 mean committed."""
+    commits on its own, which is what makes a 201 mean committed.
+
+    When the database goes away (killed backends, a restart, a failover to a standby), every
+    idle connection of the pool is dead, but the pool only learns it of each on its next
+    use: a fleet would answer one 503 per pooled connection after the database is back. So
+    the first statement that finds its connection gone (or on a read-only server) has the
+    pool check all its idle ones at once (``_lost``); in steady state this costs nothing."""
 
     def __init__(self, url: str, *, pool_size: int, timeout_s: float, retry_after_s: int) -> None:
         self.url = url
         self.timeout_s = timeout_s
         self.retry_after_s = retry_after_s
         self._translate = _Translate(retry_after_s)  # stateless: one for every statement
-        self.pool = AsyncConnectionPool(
+        self._sweep: asyncio.Task[None] | None = None
+        self.pool = _Pool(
             url,
             min_size=min(2, pool_size),
             max_size=pool_size,
@@ -106,6 +137,7 @@ class Database:
                 # answer deadline.
                 "options": f"-c TimeZone=UTC -c statement_timeout={int(timeout_s * 1000)}",
                 "application_name": "jobq",
+                **KEEPALIVE,
             },
             configure=_configure,
             reconnect_timeout=0,  # keep trying to reconnect for ever while the database is away
@@ -116,13 +148,40 @@ class Database:
         await self.pool.open(wait=wait, timeout=self.timeout_s)
 
     async def close(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
         await self.pool.close()
+
+    async def _lost(self, conn: psycopg.AsyncConnection[Any], exc: BaseException) -> None:
+        """After a statement failed with ``exc`` on ``conn``: when the connection is gone,
+        or on a server that takes no writes, have the pool check its idle connections (a
+        server that died or turned read-only did so for all of them) and replace the bad
+        ones before they are handed out. A read-only connection is closed, so that the pool
+        replaces it too. A statement timeout (an OperationalError too) leaves a working
+        connection: nothing to do."""
+        if isinstance(exc, _READ_ONLY):
+            with contextlib.suppress(Exception):
+                await conn.close()
+        if not conn.closed:
+            return
+        if self._sweep is None or self._sweep.done():
+            self._sweep = asyncio.create_task(self._check_pool(), name="jobq-pool-check")
+
+    async def _check_pool(self) -> None:
+        try:
+            await self.pool.check()
+        except Exception as exc:  # a pool being closed; the next error starts another check
+            log.debug("pool check failed: %s", exc)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
         with self.translate():
             async with self.pool.connection(timeout=self.timeout_s) as conn:
-                yield conn
+                try:
+                    yield conn
+                except _CONNECTION_ERRORS as exc:
+                    await self._lost(conn, exc)
+                    raise
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
@@ -155,6 +214,9 @@ class Database:
                     conn = await self.pool.getconn(self.timeout_s)
                     try:
                         return await _prepared(conn).fetch(conn, sql, params)
+                    except _CONNECTION_ERRORS as exc:
+                        await self._lost(conn, exc)
+                        raise
                     finally:
                         await self.pool.putconn(conn)
             except _RETRYABLE:
@@ -340,6 +402,9 @@ class _Translate:
             raise InvalidInput(f"value not accepted by the database: {exc.diag.message_primary or exc}") from exc
         if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
             raise InvalidInput("value too large to store") from exc
+        if isinstance(exc, _READ_ONLY):
+            raise Unavailable("the database takes no writes now (read-only: a standby, or a "
+                              "failover under way)", self.retry_after_s) from exc
         if isinstance(exc, psycopg.errors.QueryCanceled):
             raise Unavailable("the database did not answer in time", self.retry_after_s) from exc
         if isinstance(exc, (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError)):

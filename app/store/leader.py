@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 
 import psycopg
 
+from jobq.store.sessions import CONNECT_TIMEOUT_S, KEEPALIVE
+
 log = logging.getLogger("jobq.leader")
 
 DUTIES_LOCK_KEY = 0x6A6F6271_0002  # "jobq" + 2
@@ -34,7 +36,8 @@ class Leadership:
     async def try_acquire(self) -> bool:
         if self._conn is None or self._conn.closed:
             self._conn = await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=5, application_name=APPLICATION_NAME)
+                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                application_name=APPLICATION_NAME, **KEEPALIVE)
         cur = await self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
         row = await cur.fetchone()
         return bool(row and row[0])

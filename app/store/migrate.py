@@ -8,10 +8,11 @@ import time
 from importlib import resources
 from pathlib import Path
 
+import psycopg
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, create_engine, pool, text
+from sqlalchemy import Connection, Engine, create_engine, pool, text
 
 log = logging.getLogger("jobq.migrate")
 
@@ -30,15 +31,30 @@ def _script_location() -> Path:
     return env.parent
 
 
-def sqlalchemy_url(libpq_url: str) -> str:
-    return libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
+def libpq_form(url: str) -> str:
+    """``url`` as libpq reads it: without SQLAlchemy's driver suffix."""
+    for prefix in ("postgresql+psycopg://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix):]
+    return url
+
+
+def engine(libpq_url: str) -> Engine:
+    """A SQLAlchemy engine whose connections psycopg opens from the libpq URL itself.
+    SQLAlchemy's own URL parser reads a multi-host URL (``h1:p1,h2:p2``, with
+    ``target_session_attrs``) as one host with the port ``p1,h2:p2`` and fails; libpq
+    understands it, and tries the hosts in turn for the one that takes writes."""
+    url = libpq_form(libpq_url)
+    return create_engine("postgresql+psycopg://", poolclass=pool.NullPool,
+                         creator=lambda: psycopg.connect(url))
 
 
 def alembic_config(libpq_url: str) -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(_script_location()))
-    # ConfigParser interpolation would choke on % in a URL.
-    cfg.set_main_option("sqlalchemy.url", sqlalchemy_url(libpq_url).replace("%", "%%"))
+    # Not as sqlalchemy.url, which SQLAlchemy would parse (see ``engine``). env.py reads it
+    # when alembic is run by hand on this Config.
+    cfg.attributes["libpq_url"] = libpq_url
     return cfg
 
 
@@ -62,9 +78,9 @@ def _lock(conn: Connection) -> None:
 
 def migrate(libpq_url: str) -> None:
     """Apply pending migrations. Safe to call from several processes at once."""
-    engine = create_engine(sqlalchemy_url(libpq_url), poolclass=pool.NullPool)
+    migrations = engine(libpq_url)
     try:
-        with engine.connect() as conn:
+        with migrations.connect() as conn:
             _lock(conn)
             try:
                 cfg = alembic_config(libpq_url)
@@ -75,5 +91,5 @@ def migrate(libpq_url: str) -> None:
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK_KEY})
                 conn.commit()
     finally:
-        engine.dispose()
+        migrations.dispose()
     log.info("schema is at revision %s", head_revision())

@@ -31,6 +31,8 @@ from collections.abc import Callable, Mapping
 
 import psycopg
 
+from jobq.store.sessions import CONNECT_TIMEOUT_S, KEEPALIVE
+
 log = logging.getLogger("jobq.notify")
 
 CHANNEL = "jobq_jobs"
@@ -117,7 +119,8 @@ class Notifications:
             payloads = [format_payload(q, n, self.origin) for q, n in batch.items()]
             try:
                 if conn is None or conn.closed:
-                    conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+                    conn = await psycopg.AsyncConnection.connect(
+                        self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVE)
                 await conn.execute(
                     "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, payloads))
             except asyncio.CancelledError:
@@ -135,7 +138,8 @@ class Notifications:
     async def _listen(self) -> None:
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                async with await psycopg.AsyncConnection.connect(
+                        self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVE) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
                     self._all_missed()
