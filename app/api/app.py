@@ -17,6 +17,7 @@ from jobq.api.deps import known_query
 from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
 from jobq.api.routes import dead, health, jobs, leases, metrics, queues, tokens
+from jobq.api.serving import on_stop
 from jobq.core.context import Context
 from jobq.core.duties import run_duties
 from jobq.core.reaper import run_reaper
@@ -120,6 +121,9 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await db.open(wait=False)
         await ctx.wakeups.start()
+        # Long-polls are released when the stop signal arrives, not here at the end: the
+        # server runs this shutdown only once every request was answered (jobq.api.serving).
+        forget_stop = on_stop(ctx.wakeups.drain)
         # Read the tokens once before serving, so that the first requests are not answered
         # 503 while they load; a database that is away is not waited for (the task retries).
         with contextlib.suppress(Exception):
@@ -134,6 +138,8 @@ def create_app(settings: Settings, database_url: str | None = None, *,
         try:
             yield
         finally:
+            forget_stop()
+            ctx.wakeups.drain()  # served some other way (tests, another server): at least now
             for task in tasks:
                 task.cancel()
             # Each step is bounded: a shutdown must never hang on a database that went away.
