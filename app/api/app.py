@@ -51,6 +51,16 @@ years, so no delay can reach past that either. Query parameters are text by natu
 parsed (`?limit=5`); one a route does not take is a 422 too, so that a misspelt filter
 cannot widen a listing or a purge. A body over the size limit (default 1 MiB) is a 413 that names it.
 
+Below the routes: a request that is not HTTP/1.1 the service can parse is a `400` with code
+`bad_request`; a connection that has not sent its whole request line and headers within
+`JOBQ_HEADER_TIMEOUT_S` (default 10 s) of opening, or of its request's first byte, is closed,
+with a `408` `request_timeout` when part of a request came. Both close the connection.
+
+When the service stops (SIGTERM, Ctrl-C), a long-poll waiting for work is answered at once
+with the ordinary empty claim answer, `200 {"leases": []}`, and `Connection: close`: ask
+again (another replica, or this one once restarted, answers). A claim already in its
+statement finishes, so a job it leased is in its answer.
+
 ## Authentication
 
 Once any access token exists, every call but `/healthz` and `/readyz` needs the header

@@ -149,7 +149,7 @@ def install(app: FastAPI) -> None:
 
 CODES = ("validation_error", "not_found", "lease_lost", "queue_full", "idempotency_conflict",
          "invalid_state", "unauthorized", "forbidden", "payload_too_large", "method_not_allowed",
-         "unavailable")
+         "unavailable", "bad_request", "request_timeout")
 
 _REF = "#/components/schemas/"
 
