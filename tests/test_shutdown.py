@@ -8,6 +8,7 @@ import asyncio
 import logging
 import signal
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -41,8 +42,7 @@ async def _stop_and_time(server: LiveServer, sig: signal.Signals) -> float:
     assert server.proc is not None
     started = time.monotonic()
     server.proc.send_signal(sig)
-    while server.proc.poll() is None:
-        await asyncio.sleep(0.02)
+    await asyncio.to_thread(server.proc.wait, 30)
     return time.monotonic() - started
 
 
@@ -62,7 +62,7 @@ async def test_stop_answers_idle_long_polls_at_once(database_url: str, sig: sign
         polls = await _attached(server, "stopping")
         took = await _stop_and_time(server, sig)
         answers = await asyncio.gather(*polls, return_exceptions=True)
-        log = open(server.log.name).read()
+        log = await asyncio.to_thread(Path(server.log.name).read_text)
     finally:
         server.stop()
     _check_answers(answers)
@@ -79,7 +79,7 @@ async def test_stop_with_several_worker_processes(database_url: str) -> None:
         polls = await _attached(server, "stopping-workers")
         took = await _stop_and_time(server, signal.SIGTERM)
         answers = await asyncio.gather(*polls, return_exceptions=True)
-        log = open(server.log.name).read()
+        log = await asyncio.to_thread(Path(server.log.name).read_text)
     finally:
         server.stop()
     _check_answers(answers)

@@ -8,6 +8,7 @@ import asyncio
 import resource
 import socket
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -141,7 +142,7 @@ async def test_more_idle_sockets_than_descriptors(database_url: str) -> None:
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as c:
             for _ in range(3):
                 assert (await c.get("/healthz")).status_code == 200
-        log = open(server.log.name).read()
+        log = await asyncio.to_thread(Path(server.log.name).read_text)
     finally:
         for s in idle:
             s.close()
