@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from contextlib import ExitStack
 from typing import Annotated
 
@@ -190,6 +193,14 @@ def serve(
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: None)
         os.environ["JOBQ_DATABASE_URL"] = url  # for uvicorn's worker processes
+        if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            # One scrape reaches one worker process: prometheus-client's multiprocess mode
+            # makes each count what all of them did (each writes its counts to a file in this
+            # folder; a scrape sums them). Fresh per run, so counters start at 0 like a
+            # single process's do.
+            metrics_dir = tempfile.mkdtemp(prefix="jobq-metrics-")
+            stack.callback(shutil.rmtree, metrics_dir, ignore_errors=True)
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         uvicorn.run(
             "jobq.api.main:app",
             factory=True,
@@ -200,8 +211,10 @@ def serve(
             http=PROTOCOL,  # uvicorn's, one socket write per response
             log_level=settings.log_level.lower(),
             access_log=False,
-            # Long-polls may still be waiting at shutdown: give them a moment, not 30 s.
-            timeout_graceful_shutdown=5,
+            # Idle long-polls are answered when the stop signal arrives (jobq.api.serving);
+            # what is left is requests in their statements, each bounded by db_timeout_s: let
+            # them finish, so that a lease granted reaches its worker.
+            timeout_graceful_shutdown=math.ceil(settings.db_timeout_s) + 1,
             lifespan="on",
         )
 

@@ -16,6 +16,7 @@ DEFAULT_POOL_SIZE = 10
 DEFAULT_DB_TIMEOUT_S = 5.0
 DEFAULT_REAP_INTERVAL_S = 0.5
 DEFAULT_RETRY_AFTER_S = 1
+DEFAULT_HEADER_TIMEOUT_S = 10.0
 
 
 class Settings(BaseSettings):
@@ -48,6 +49,13 @@ class Settings(BaseSettings):
         description="how often expired leases are processed; the contract allows at most 1 s",
     )
     retry_after_s: int = Field(default=DEFAULT_RETRY_AFTER_S, ge=1, description="Retry-After on 429/503")
+    header_timeout_s: float = Field(
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        gt=0,
+        le=300,
+        description="a connection that has not sent a whole request line and headers this long "
+        "after opening (or after its request's first byte) is closed (408 if part came)",
+    )
     admin_token: str | None = None
     log_format: Literal["json", "text"] = "text"
     log_level: str = "INFO"

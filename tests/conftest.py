@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,11 +112,14 @@ def free_port() -> int:
 class LiveServer:
     """A real ``jobq serve`` process: for tests that kill or restart the server."""
 
-    def __init__(self, database_url: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, database_url: str, env: dict[str, str] | None = None,
+                 args: Sequence[str] = (), preexec_fn: Callable[[], None] | None = None) -> None:
         self.database_url = database_url
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_env = env or {}
+        self.args = list(args)  # more `jobq serve` options (--workers 2)
+        self.preexec_fn = preexec_fn  # run in the child before it starts (lower its limits)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 30.0) -> None:
@@ -126,8 +129,8 @@ class LiveServer:
         # fills up and blocks the server.
         self.log = tempfile.NamedTemporaryFile(prefix="jobq-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jobq.cli", "serve", "--port", str(self.port)],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log,
+            [sys.executable, "-m", "jobq.cli", "serve", "--port", str(self.port), *self.args],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=self.preexec_fn,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -868,7 +868,8 @@ async def test_batch_ack_answers_each_lease_in_request_order(client: httpx.Async
     assert r.status_code == 200, r.text
     assert r.json() == {"results": [
         {"lease_id": b["lease_id"], "ok": True},
-        {"lease_id": lost["lease_id"], "ok": False, "code": "lease_lost"},
+        # Acked before by this very lease: its result is stored (issue 14).
+        {"lease_id": lost["lease_id"], "ok": False, "code": "lease_lost", "already_completed": True},
         {"lease_id": "999999999.1", "ok": False, "code": "not_found"},
         {"lease_id": reclaimed["lease_id"], "ok": False, "code": "lease_lost"},
         {"lease_id": "nope", "ok": False, "code": "not_found"},
@@ -899,7 +900,7 @@ async def test_batch_ack_naming_a_lease_twice_acks_it_once(client: httpx.AsyncCl
     assert r.json()["results"] == [
         {"lease_id": lease["lease_id"], "ok": True},
         {"lease_id": "999999999.1", "ok": False, "code": "not_found"},
-        {"lease_id": lease["lease_id"], "ok": False, "code": "lease_lost"},
+        {"lease_id": lease["lease_id"], "ok": False, "code": "lease_lost", "already_completed": True},
         {"lease_id": "999999999.1", "ok": False, "code": "not_found"},
     ]
     stored = await get_job(client, job["id"])

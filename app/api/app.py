@@ -17,6 +17,7 @@ from jobq.api.deps import known_query
 from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
 from jobq.api.routes import dead, health, jobs, leases, metrics, queues, schedules, tokens
+from jobq.api.serving import on_stop
 from jobq.core.context import Context
 from jobq.core.duties import run_duties
 from jobq.core.reaper import run_reaper
@@ -50,6 +51,16 @@ field. Times sent are RFC 3339 strings with an offset, within years 1 to 9999 on
 years, so no delay can reach past that either. Query parameters are text by nature and are
 parsed (`?limit=5`); one a route does not take is a 422 too, so that a misspelt filter
 cannot widen a listing or a purge. A body over the size limit (default 1 MiB) is a 413 that names it.
+
+Below the routes: a request that is not HTTP/1.1 the service can parse is a `400` with code
+`bad_request`; a connection that has not sent its whole request line and headers within
+`JOBQ_HEADER_TIMEOUT_S` (default 10 s) of opening, or of its request's first byte, is closed,
+with a `408` `request_timeout` when part of a request came. Both close the connection.
+
+When the service stops (SIGTERM, Ctrl-C), a long-poll waiting for work is answered at once
+with the ordinary empty claim answer, `200 {"leases": []}`, and `Connection: close`: ask
+again (another replica, or this one once restarted, answers). A claim already in its
+statement finishes, so a job it leased is in its answer.
 
 ## Authentication
 
@@ -121,6 +132,9 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await db.open(wait=False)
         await ctx.wakeups.start()
+        # Long-polls are released when the stop signal arrives, not here at the end: the
+        # server runs this shutdown only once every request was answered (jobq.api.serving).
+        forget_stop = on_stop(ctx.wakeups.drain)
         # Read the tokens once before serving, so that the first requests are not answered
         # 503 while they load; a database that is away is not waited for (the task retries).
         with contextlib.suppress(Exception):
@@ -137,6 +151,8 @@ def create_app(settings: Settings, database_url: str | None = None, *,
         try:
             yield
         finally:
+            forget_stop()
+            ctx.wakeups.drain()  # served some other way (tests, another server): at least now
             for task in tasks:
                 task.cancel()
             # Each step is bounded: a shutdown must never hang on a database that went away.

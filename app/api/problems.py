@@ -83,6 +83,8 @@ def from_error(exc: e.JobqError) -> Response:
         headers = {"Retry-After": str(exc.retry_after_s)}
     if isinstance(exc, e.Unauthorized):
         headers = {"WWW-Authenticate": BEARER_CHALLENGE}
+    if isinstance(exc, e.LeaseLost) and exc.already_completed:
+        return problem(status, code, title, exc.detail, already_completed=True)
     if isinstance(exc, e.InvalidInput):
         return problem(status, code, title, exc.detail,
                        errors=[{"loc": _loc(exc.loc or ["body"]), "msg": exc.detail}])
@@ -153,7 +155,7 @@ def install(app: FastAPI) -> None:
 
 CODES = ("validation_error", "not_found", "lease_lost", "queue_full", "idempotency_conflict",
          "invalid_state", "unauthorized", "forbidden", "payload_too_large", "method_not_allowed",
-         "unavailable")
+         "unavailable", "bad_request", "request_timeout")
 
 _REF = "#/components/schemas/"
 
@@ -171,6 +173,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "code": {"type": "string", "enum": list(CODES)},
             "errors": {"type": "array", "items": {"$ref": _REF + "ProblemItem"},
                        "description": "`validation_error` only: each thing wrong, and where"},
+            "already_completed": {
+                "type": "boolean",
+                "description": "`lease_lost` only, and only when true: this very lease completed "
+                "the job, whose result is stored (a retried ack whose first answer was lost)"},
         },
     },
     "ProblemItem": {

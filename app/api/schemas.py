@@ -227,6 +227,9 @@ class AckResult(BaseModel):
     lease_id: str
     ok: bool
     code: Literal["lease_lost", "not_found"] | None = None
+    already_completed: bool | None = Field(
+        default=None, description="with `lease_lost` only, and only when true: this lease "
+        "completed the job and its result is stored (an ack retried after its answer was lost)")
 
 
 class AckManyPublic(BaseModel):

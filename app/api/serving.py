@@ -9,20 +9,98 @@ event loop's current iteration, whichever comes first: an app sends the start an
 of a response one after the other without yielding in between, so they leave together; a
 write with nothing after it leaves one iteration later, before the loop waits on any I/O.
 
-``jobq serve`` names ``HttpProtocol`` as uvicorn's ``http`` class (``PROTOCOL``).
+``jobq serve`` names ``HttpProtocol`` as uvicorn's ``http`` class (``PROTOCOL``). It also
+does three things uvicorn does not:
+
+- **Stopping.** uvicorn asks every open connection to shut down (``shutdown``) as soon as the
+  stop signal is handled, but runs the app's lifespan shutdown only once every request has
+  been answered: idle long-polls would sit out their wait (then be cancelled into a
+  plain-text 500). The first connection asked to shut down runs the callbacks registered
+  with ``on_stop`` (the app's ``Wakeups.drain``): idle long-polls answer their empty claim
+  at once, each with ``connection: close``. This works alike under ``--workers N``, where
+  uvicorn's supervisor, not ``jobq serve``, runs each process's server.
+- **Header timeout.** A connection that has not finished its request line and headers
+  within ``JOBQ_HEADER_TIMEOUT_S`` of opening (or of its request's first byte, on a
+  kept-alive connection) is closed, with a ``408`` problem+json when part of a request came.
+  uvicorn keeps such a connection forever, and a few hundred of them use up the process's
+  file descriptors: nobody else is served.
+- **Malformed HTTP.** uvicorn's ``400`` for a request it cannot parse is plain text; ours is
+  problem+json (``bad_request``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
+from functools import cache
 from typing import Any
+
+import orjson
+
+from jobq.api.problems import PROBLEM, TYPE_BASE
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _Base
+
+    # The header timeout hooks the httptools parser's callbacks (on_message_begin,
+    # on_headers_complete); h11's protocol has none, so there it is off.
+    _HOOKS = True
 except ImportError:  # pragma: no cover - uvicorn without httptools parses with h11
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Base  # type: ignore[assignment]
 
+    _HOOKS = False
+
 PROTOCOL = "jobq.api.serving:HttpProtocol"
+
+log = logging.getLogger("jobq.api")
+
+# What to run once when the process starts to stop (see the module's docstring).
+_stop_callbacks: list[Callable[[], None]] = []
+
+
+def on_stop(callback: Callable[[], None]) -> Callable[[], None]:
+    """Run ``callback`` when the server starts to stop; returns what unregisters it (an app's
+    lifespan registers at start and unregisters at its end, so apps made in tests do not
+    pile up)."""
+    _stop_callbacks.append(callback)
+
+    def remove() -> None:
+        if callback in _stop_callbacks:
+            _stop_callbacks.remove(callback)
+
+    return remove
+
+
+def stopping() -> None:
+    """The server is stopping: run (once) what ``on_stop`` registered."""
+    callbacks = list(_stop_callbacks)
+    _stop_callbacks.clear()
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:  # one failing must not keep the others from running
+            log.exception("shutdown: a stop callback failed")
+
+
+@cache
+def header_timeout_s() -> float:
+    from jobq.settings import get_settings
+
+    return get_settings().header_timeout_s
+
+
+def problem_bytes(status: int, reason: str, code: str, title: str, detail: str,
+                  default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    """A whole problem+json answer that closes the connection, for answers given before any
+    request reached the app."""
+    body = orjson.dumps({"type": TYPE_BASE + code, "title": title, "status": status,
+                         "detail": detail, "code": code})
+    head = [f"HTTP/1.1 {status} {reason}\r\n".encode()]
+    head += [name + b": " + value + b"\r\n" for name, value in default_headers]
+    head.append(f"content-type: {PROBLEM}\r\ncontent-length: {len(body)}\r\n"
+                "connection: close\r\n\r\n".encode())
+    return b"".join(head) + body
 
 
 class _JoinedWrites:
@@ -72,3 +150,63 @@ class _JoinedWrites:
 class HttpProtocol(_Base):  # type: ignore[misc, valid-type]
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_JoinedWrites(transport, self.loop))  # type: ignore[arg-type]
+        self._header_timer: asyncio.TimerHandle | None = None
+        self._request_begun = False
+        # From the connection's opening: one that never sends a byte is closed too.
+        self._arm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm_header_timer()
+        super().connection_lost(exc)
+
+    def shutdown(self) -> None:
+        stopping()
+        super().shutdown()
+
+    # The header timeout
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._request_begun = True
+        if self._header_timer is None:  # a connection's first request: timed from its opening
+            self._arm_header_timer()
+
+    def on_headers_complete(self) -> None:
+        self._disarm_header_timer()
+        self._request_begun = False
+        super().on_headers_complete()
+
+    def _arm_header_timer(self) -> None:
+        if _HOOKS:
+            self._header_timer = self.loop.call_later(header_timeout_s(), self._header_timed_out)
+
+    def _disarm_header_timer(self) -> None:
+        timer = getattr(self, "_header_timer", None)
+        if timer is not None:
+            timer.cancel()
+            self._header_timer = None
+
+    def _header_timed_out(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            # A pipelined request is still being answered: close once it is.
+            self.cycle.keep_alive = False
+            return
+        if self._request_begun:
+            self.transport.write(problem_bytes(
+                408, "Request Timeout", "request_timeout", "Request timeout",
+                f"the request line and headers did not arrive within {header_timeout_s():g} s",
+                self.server_state.default_headers))
+        self.transport.close()
+
+    # uvicorn's plain-text 400, as problem+json
+
+    def send_400_response(self, msg: str) -> None:
+        self._disarm_header_timer()
+        self.transport.write(problem_bytes(
+            400, "Bad Request", "bad_request", "Bad request",
+            f"{msg} (not an HTTP/1.1 request this service can parse)",
+            self.server_state.default_headers))
+        self.transport.close()

@@ -107,7 +107,13 @@ class Conflict(APIError):
 
 
 class LeaseLost(Conflict):
-    pass
+    """``already_completed``: this very lease completed the job and its result is stored (an
+    ack retried after its answer was lost); false when the lease was lost to an expiry, a
+    cancel or another worker."""
+
+    @property
+    def already_completed(self) -> bool:
+        return self.body.get("already_completed") is True
 
 
 class IdempotencyConflict(Conflict):

@@ -176,11 +176,13 @@ class Lease:
 @dataclass(frozen=True, kw_only=True)
 class AckResult:
     """One entry of a batch ack: ``ok``, or ``code`` says why not (``lease_lost``,
-    ``not_found``)."""
+    ``not_found``). ``already_completed`` (with ``lease_lost``): this very lease completed the
+    job and its result is stored, as when an ack is retried after its answer was lost."""
 
     lease_id: str
     ok: bool
     code: str | None = None
+    already_completed: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AckResult:
@@ -188,6 +190,7 @@ class AckResult:
             lease_id=str(data.get("lease_id")),
             ok=data.get("ok") is True,
             code=data.get("code"),
+            already_completed=data.get("already_completed") is True,
         )
 
 

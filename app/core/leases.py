@@ -89,7 +89,17 @@ async def _why_not(ctx: Context, ref: LeaseRef, lease_id: str, scope: str | None
     # Tokens only grow: one above the job's latest was never handed out for it.
     if row is None or row["lease_token"] is None or ref.token > row["lease_token"]:
         return NotFound(f"lease {lease_id!r} does not exist")
+    if _completed_by(ref.token, row["lease_token"], row["status"]):
+        return LeaseLost(f"lease {lease_id!r} is no longer held: it completed the job, whose "
+                         "result is stored", already_completed=True)
     return LeaseLost(f"lease {lease_id!r} is no longer held")
+
+
+def _completed_by(token: int, latest: int | None, status: str) -> bool:
+    """Whether the job was completed under the lease of ``token``: the job is completed and
+    no later lease was handed out (tokens only grow, and ack keeps the token; a completed job
+    cannot be claimed or retried again)."""
+    return status == JobStatus.COMPLETED and latest == token
 
 
 async def heartbeat(ctx: Context, lease_id: str, extend_ms: int | None,
@@ -129,6 +139,7 @@ class AckOutcome:
     lease_id: str
     ok: bool
     code: str | None = None
+    already_completed: bool = False  # with lease_lost: see LeaseLost
 
 
 async def ack_many(ctx: Context, acks: list[tuple[str, Any]],
@@ -149,22 +160,29 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]],
         ctx.events.emit("completed", rows)
     lost_ids = [ref.job_id for ref in refs if ref is not None and (ref.job_id, ref.token) not in won]
     current: dict[int, int | None] = {}
+    statuses: dict[int, str] = {}
     if lost_ids:
         rows = await ctx.db.fetch(Q.LeaseStateMany, {"job_ids": lost_ids, "scope": scope})
         current = {r["id"]: r["lease_token"] for r in rows}
+        statuses = {r["id"]: r["status"] for r in rows}
     outcomes: list[AckOutcome] = []
     credited: set[tuple[int, int]] = set()
     for ref, (lease_id, _) in zip(refs, acks, strict=True):
         if ref is not None and (ref.job_id, ref.token) in won:
             if (ref.job_id, ref.token) in credited:  # acked by an earlier entry of this batch
-                outcomes.append(AckOutcome(lease_id, False, "lease_lost"))
+                outcomes.append(AckOutcome(lease_id, False, "lease_lost", already_completed=True))
             else:
                 credited.add((ref.job_id, ref.token))
                 outcomes.append(AckOutcome(lease_id, True))
             continue
         latest = current.get(ref.job_id) if ref is not None else None
         existed = ref is not None and latest is not None and ref.token <= latest
-        outcomes.append(AckOutcome(lease_id, False, "lease_lost" if existed else "not_found"))
+        if not existed:
+            outcomes.append(AckOutcome(lease_id, False, "not_found"))
+            continue
+        assert ref is not None
+        ours = _completed_by(ref.token, latest, statuses[ref.job_id])
+        outcomes.append(AckOutcome(lease_id, False, "lease_lost", already_completed=ours))
     return outcomes
 
 

@@ -121,12 +121,32 @@ class Wakeups:
         self._readings: dict[tuple[tuple[str, ...], tuple[str, ...] | None], NextVisible] = {}
         # Set whenever a long-poll goes idle: what until_idle waits on.
         self._went_idle = asyncio.Event()
+        # Set by drain(): the process is stopping, long-polls answer what they have now.
+        self._draining = False
 
     async def start(self) -> None:
         await self.notifications.start()
 
     async def stop(self) -> None:
         await self.notifications.stop()
+
+    def drain(self) -> None:
+        """The process is stopping: every idle long-poll answers at once with what it has
+        (nothing), and claims from now on take once and do not wait. A claim in the middle of
+        its statement finishes it: what it leased is answered to its client. Idempotent.
+
+        Called when the stop signal arrives, not at the lifespan's end: the server runs that
+        only once every request is answered, so long-polls would sit out their wait first."""
+        if self._draining:
+            return
+        self._draining = True
+        for bucket in list(self._waiters.values()):
+            for waiter in list(bucket):
+                waiter.event.set()  # no queue: rung for nothing, so nothing to pass on
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
 
     # ------------------------------------------------------------------ the claim's side
 
@@ -158,7 +178,7 @@ class Wakeups:
                 try:
                     got = await take()
                     remaining = deadline - loop.time()
-                    if got or remaining <= 0:
+                    if got or remaining <= 0 or self._draining:
                         # Bells that rang during this take may be for jobs it did not see; a
                         # bell that woke it is short of what it was counted for if the take
                         # filled up from a queue listed before.
@@ -182,8 +202,10 @@ class Wakeups:
                         waiter.idle = False
                     hung_up = await gone()
                     woken_for = dict(waiter.rung_for)  # after gone(): a bell may ring meanwhile
-                    if hung_up:
-                        self._pass_on(waiter, woken_for)  # nobody will claim what we were rung for
+                    if hung_up or self._draining:
+                        # Nobody here will claim what we were rung for: other waiters (or,
+                        # through NOTIFY, other processes) will.
+                        self._pass_on(waiter, woken_for)
                         return []
                 except BaseException:
                     self._pass_on(waiter, _merged(woken_for, waiter.rung_for))

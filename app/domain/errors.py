@@ -28,7 +28,12 @@ class NotFound(JobqError):
 
 
 class LeaseLost(JobqError):
-    pass
+    """``already_completed``: the job was completed under this very lease, so its result is
+    stored: a retried ack whose first answer was lost, not work lost to someone else."""
+
+    def __init__(self, detail: str, already_completed: bool = False) -> None:
+        super().__init__(detail)
+        self.already_completed = already_completed
 
 
 class InvalidState(JobqError):

@@ -230,12 +230,12 @@ UPDATE jobs j
 RETURNING j.*;
 
 -- name: LeaseState
--- Why a lease operation changed nothing: the job's current token (NULL row: no such job, or not one of the caller's).
-SELECT lease_token FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text);
+-- Why a lease operation changed nothing: the job's current token and status (NULL row: no such job, or not one of the caller's).
+SELECT lease_token, status FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text);
 
 -- name: LeaseStateMany
--- The current tokens of the jobs behind many leases, for batch ack's per-lease answer.
-SELECT id, lease_token FROM jobs WHERE id = ANY(%(job_ids)s::bigint[]) AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text);
+-- The current tokens and statuses of the jobs behind many leases, for batch ack's per-lease answer.
+SELECT id, lease_token, status FROM jobs WHERE id = ANY(%(job_ids)s::bigint[]) AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text);
 
 -- name: JobReapExpired
 -- Process leases past their end: back to pending (claimable at once) or dead when out of attempts or a poison pill.

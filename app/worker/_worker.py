@@ -143,6 +143,9 @@ class _GaveUp(Exception):
 
 
 _TRANSIENT = (TransportError, RetryableError, ServerError)
+# What the acker answers for a lease whose job it had already completed (a lease_lost with
+# already_completed: the retry of an ack whose answer was lost), as opposed to a lost lease.
+ALREADY_STORED = "already_completed"
 # The token is missing, unknown, revoked, or its role or queues do not allow the call: no
 # retry can change that, so the worker stops rather than ask again and again.
 _REFUSED = (Unauthorized, Forbidden)
@@ -595,6 +598,9 @@ class Worker:
         else:
             if code == "ok":
                 log.debug("job %s: acked", job.id)
+            elif code == ALREADY_STORED:
+                # The ack was sent again after its answer was lost; the first one committed.
+                log.info("job %s: acked (a retried ack: the first one had stored the result)", job.id)
             else:
                 log.warning("job %s: ack answered %s; the result is dropped", job.id, code)
         return None
@@ -784,8 +790,10 @@ class _Acker:
             lease_id, result, future = batch[0]
             try:
                 await self._worker._retrying(lambda: client.ack(lease_id, result))
-            except (LeaseLost, NotFound) as exc:
-                _settle(future, exc.code or "lease_lost")
+            except LeaseLost as exc:
+                _settle(future, ALREADY_STORED if exc.already_completed else exc.code or "lease_lost")
+            except NotFound as exc:
+                _settle(future, exc.code or "not_found")
             except Exception as exc:
                 _settle(future, exc)
             else:
@@ -809,7 +817,8 @@ class _Acker:
             if answer is None:
                 _settle(future, "missing from the batch answer")
             else:
-                _settle(future, "ok" if answer.ok else answer.code or "not ok")
+                _settle(future, "ok" if answer.ok else ALREADY_STORED if answer.already_completed
+                        else answer.code or "not ok")
 
 
 def _settle(future: asyncio.Future[str], value: str | BaseException) -> None:

@@ -30,7 +30,9 @@ router = APIRouter(prefix="/v1/leases", tags=["leases"])
 
 _LOST = answers(*GUARDED, 413, 422, notes={
     404: "`not_found`: no such lease",
-    409: "`lease_lost`: the lease is no longer held; nothing changed"})
+    409: "`lease_lost`: the lease is no longer held; nothing changed. With `already_completed: "
+         "true`, this very lease completed the job and its result is stored (a retry of an ack "
+         "whose answer was lost)"})
 
 
 @router.post("", response_model=LeaseList, summary="Claim jobs",
@@ -60,11 +62,15 @@ async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(contex
 async def ack_many(body: AckManyBody, ctx: Context = Depends(context),
                    who: Principal = Depends(caller)) -> Response:
     """Each lease is answered on its own, in request order: one lost lease does not fail
-    the others."""
+    the others. A `lease_lost` entry with `already_completed: true` is a lease that did
+    complete its job (its result is stored): the ack of a retried request whose first answer
+    was lost, not work lost to another worker."""
     outcomes = await core.ack_many(ctx, [(a.lease_id, a.result) for a in body.acks],
                                    who.scope_regex)
     results = [
         {"lease_id": o.lease_id, "ok": True} if o.ok
+        else {"lease_id": o.lease_id, "ok": False, "code": o.code, "already_completed": True}
+        if o.already_completed
         else {"lease_id": o.lease_id, "ok": False, "code": o.code}
         for o in outcomes
     ]
