@@ -10,6 +10,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from jobq.core.context import Context
+from jobq.domain.jobs import JobStatus
 from jobq.store.queries import Q
 
 
@@ -30,6 +31,16 @@ async def exposition(ctx: Context) -> bytes:
         if r["status"] in ("pending", "failed"):
             key = (r["queue"], r["type"])
             waiting_acc[key] = waiting_acc.get(key, 0) + r["n"]
+    # A series that drops to zero is reported as 0, not left out: a vanished series reads as
+    # "no data" (and ``sum by (queue)`` as nothing) rather than as an empty queue. The grid is
+    # every known queue (``lag`` lists the queues table) by every status, and every
+    # (queue, type) that still has a job in any status for the waiting count.
+    queues = {r["queue"] for r in lag} | {q for q, _ in status_acc}
+    for r in counts:
+        waiting_acc.setdefault((r["queue"], r["type"]), 0)
+    for q in queues:
+        for status in JobStatus:
+            status_acc.setdefault((q, status.value), 0)
     for (q, t), n in sorted(waiting_acc.items()):
         waiting.add_metric([q, t], n)
     for (q, s), n in sorted(status_acc.items()):
