@@ -234,6 +234,7 @@ BUILDERS: dict[str, Builder] = {
     "redoc_html": lambda w, q: _static("/redoc"),
     "healthz": lambda w, q: _static("/healthz"),
     "readyz": lambda w, q: _static("/readyz"),
+    "problem_page": lambda w, q: _static("/problems/queue_full"),
     "create_job": lambda w, q: _call(Call("POST", "/v1/jobs", json={"type": "t", "queue": q})),
     "create_jobs": lambda w, q: _call(Call("POST", "/v1/jobs/batch", json={
         "jobs": [{"type": "a", "queue": q}, {"type": "b", "queue": q}]})),
@@ -288,7 +289,7 @@ def test_rules_say_what_the_issue_says() -> None:
     all_queues = {"get_metrics", "create_token", "list_tokens", "revoke_token",
                   # schedules: an admin's (issue 13), of every queue (the names are one namespace)
                   "list_schedules", "get_schedule", "put_schedule", "patch_schedule", "delete_schedule"}
-    public = {"healthz", "readyz"}
+    public = {"healthz", "readyz", "problem_page"}
     for name, rule in access.RULES.items():
         want_roles = ({Role.PRODUCER} if name in producer else set()) | (
             {Role.WORKER} if name in worker else set())

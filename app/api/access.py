@@ -65,6 +65,8 @@ ADMIN_ALL_QUEUES = Rule(all_queues=True)
 RULES: dict[str, Rule] = {
     "healthz": PUBLIC,
     "readyz": PUBLIC,
+    # The pages the problem+json ``type`` URIs point at: readable by a caller just refused.
+    "problem_page": PUBLIC,
     "create_job": PRODUCER,
     "create_jobs": PRODUCER,
     "list_jobs": PRODUCER,
@@ -134,12 +136,22 @@ def check_rules(routes: Sequence[BaseRoute]) -> frozenset[str]:
         if rule is None:
             raise TypeError(f"route {route.name} ({route.path}) has no rule in jobq.api.access.RULES")
         if rule.public:
-            if "{" in route.path:
-                raise TypeError(f"public route {route.path} must be a fixed path")
-            public.add(route.path)
+            public.add(_public_path(route.path))
         elif not _runs(route.dependant, caller):
             raise TypeError(f"route {route.name} ({route.path}) does not depend on access.caller")
     return frozenset(public)
+
+
+def _public_path(path: str) -> str:
+    """A public route's path as ``Authenticate`` matches it: a fixed path, or for a path whose
+    only parameter is its last segment (``/problems/{code}``) its prefix, ``/problems/``,
+    which then opens one more segment and no deeper path."""
+    head, brace, tail = path.partition("{")
+    if not brace:
+        return path
+    if not head.endswith("/") or "{" in head or not tail.endswith("}") or "/" in tail:
+        raise TypeError(f"public route {path} must be a fixed path or end in one parameter")
+    return head
 
 
 def _runs(dependant: Any, call: Any) -> bool:
@@ -164,7 +176,9 @@ class Authenticate:
                  retry_after_s: int) -> None:
         self.app = app
         self.tokens = tokens
-        self.public_paths = public_paths
+        # "/x/" in public_paths: "/x/<one segment>" is public (``_public_path``).
+        self.public_paths = frozenset(p for p in public_paths if not p.endswith("/"))
+        self.public_prefixes = tuple(p for p in public_paths if p.endswith("/"))
         self.retry_after_s = retry_after_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -175,7 +189,7 @@ class Authenticate:
         root = scope.get("root_path", "")
         if root and path.startswith(root):
             path = path[len(root):]
-        if path in self.public_paths:
+        if path in self.public_paths or self._public_segment(path):
             await self.app(scope, receive, send)
             return
         tokens = self.tokens
@@ -211,6 +225,13 @@ class Authenticate:
             return
         scope[SCOPE_KEY] = principal
         await self.app(scope, receive, send)
+
+    def _public_segment(self, path: str) -> bool:
+        for prefix in self.public_prefixes:
+            if path.startswith(prefix):
+                rest = path[len(prefix):]
+                return bool(rest) and "/" not in rest
+        return False
 
 
 _PROBLEM_SCHEMA = {

@@ -16,7 +16,7 @@ from jobq.api.access import Authenticate, caller, check_rules, document_access
 from jobq.api.deps import known_query
 from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
-from jobq.api.routes import dead, health, jobs, leases, metrics, queues, schedules, tokens
+from jobq.api.routes import dead, health, jobs, leases, metrics, problem_pages, queues, schedules, tokens
 from jobq.api.serving import on_stop
 from jobq.core.context import Context
 from jobq.core.duties import run_duties
@@ -35,7 +35,10 @@ A durable job queue over HTTP, on PostgreSQL. Producers enqueue with `POST /v1/j
 workers claim with bounded leases from `/v1/leases`, heartbeat, ack or fail.
 
 Every 2xx that says a job was accepted means it is committed. Every 4xx and 5xx is
-`application/problem+json` (RFC 9457) with a `code`. Durations are integers in
+`application/problem+json` (RFC 9457) with a `code`. Its `type` is `/problems/{code}`, a
+URI reference relative to the request's URL: this service answers it, without a token, with
+a page on what the code means and what to do (JSON with `Accept: application/json`).
+Durations are integers in
 milliseconds (`*_ms`), times RFC 3339 in UTC, ids opaque strings.
 
 Where the contract is silent: queues named in one claim are tried in the order given
@@ -64,7 +67,8 @@ statement finishes, so a job it leased is in its answer.
 
 ## Authentication
 
-Once any access token exists, every call but `/healthz` and `/readyz` needs the header
+Once any access token exists, every call but `/healthz`, `/readyz` and the error pages
+`/problems/{code}` needs the header
 `Authorization: Bearer <token>`. Tokens are made with `jobq tokens create --role
 producer|worker|admin [--queues PATTERN]` or `POST /v1/tokens`; each operation below says
 which roles may call it; this document and `/docs` need a token too. While no token was ever
@@ -175,6 +179,7 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     for module in (jobs, leases, queues, dead, schedules, metrics, tokens):
         app.include_router(module.router, dependencies=[Depends(caller), Depends(known_query)])
     app.include_router(health.router, dependencies=[Depends(known_query)])
+    app.include_router(problem_pages.router, dependencies=[Depends(known_query)])
     public_paths = check_rules(app.router.routes)
     problems.install_document(app)
     _document_access(app)

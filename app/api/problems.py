@@ -4,6 +4,7 @@ declares those answers."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -19,30 +20,137 @@ from jobq.domain import errors as e
 PROBLEM = "application/problem+json"
 # RFC 6750's challenge, on every 401.
 BEARER_CHALLENGE = 'Bearer realm="jobq"'
-TYPE_BASE = "https://jobq.dev/problems/"
+# Every answer's ``type`` is this service's own page about its code, ``GET /problems/{code}``
+# (routes/problem_pages.py), as a relative URI reference (RFC 9457 3.1.1 allows one; it
+# resolves against the request's URL, so it names the replica, host and port the client
+# already talks to, without trusting a Host header to build an absolute one). Behind a proxy
+# that serves jobq under a path prefix the client resolves it outside that prefix.
+TYPE_BASE = "/problems/"
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """One ``code``: its title (the same on every answer of that code, as RFC 9457 wants), the
+    HTTP statuses it comes with, what it means and what the caller can do about it."""
+
+    title: str
+    statuses: tuple[int, ...]
+    meaning: str
+    action: str
+
+
+# The one table of codes: the answers' titles, the /problems pages and the OpenAPI enum.
+KINDS: dict[str, Kind] = {
+    "validation_error": Kind(
+        "Validation error", (422, 415),
+        "The request does not fit the API: a body that is not JSON, not a JSON object, a field "
+        "unknown or of the wrong JSON type (nothing is coerced), a value out of range, or a "
+        "query parameter the route does not take. `errors[]` lists each thing wrong, with "
+        "`loc` naming where (`body`, `query` or `path`, then field names and list indexes).",
+        "Fix the request as `errors[]` says; sending it again unchanged gives the same answer."),
+    "not_found": Kind(
+        "Not found", (404,),
+        "No such job, lease, queue, schedule or token, or one of a queue outside the access "
+        "token's queue pattern (answered as if absent, so that a token learns nothing about "
+        "other tenants).",
+        "Check the id or name. A job stays readable until its retention ends; a lease id is "
+        "never reused."),
+    "lease_lost": Kind(
+        "Lease lost", (409,),
+        "The lease is no longer the job's: it expired and the job was released (and perhaps "
+        "claimed by another worker), or the job was cancelled, acked or failed with it already. "
+        "With `already_completed: true` this very lease completed the job before (a retried "
+        "ack whose first answer was lost); the result is stored.",
+        "Stop working on the job and do not retry the call: another attempt owns the job now. "
+        "Heartbeat before `locked_until` to keep a lease for long work."),
+    "invalid_state": Kind(
+        "Invalid state", (409,),
+        "The job is not in a status this call applies to: cancelling a job that already "
+        "finished, retrying one that is pending or running.",
+        "Read the job (`GET /v1/jobs/{id}`) to see its status; nothing was changed."),
+    "idempotency_conflict": Kind(
+        "Idempotency conflict", (409,),
+        "An enqueue reused an `idempotency_key` of a job that is still remembered, with a "
+        "different body.",
+        "Send the same body as the first time to get the first job back, or use a new key for "
+        "a new job."),
+    "queue_full": Kind(
+        "Queue full", (429,),
+        "The queue holds its `max_depth` of waiting jobs; nothing was enqueued (a batch: none "
+        "of its jobs).",
+        "Wait the `Retry-After` seconds and send it again, or raise the queue's `max_depth` "
+        "(`PATCH /v1/queues/{name}`)."),
+    "unauthorized": Kind(
+        "Unauthorized", (401,),
+        "The service has access tokens and the request carried none, or one that is unknown "
+        "or revoked, or an `Authorization` header that is not `Bearer <token>`.",
+        "Send `Authorization: Bearer <token>` with a valid token (`jobq tokens create`). "
+        "Sending the same token again cannot help."),
+    "forbidden": Kind(
+        "Forbidden", (403,),
+        "The token is valid but its role may not make this call, or a queue the request names "
+        "is outside the token's queue pattern.",
+        "Use a token of a role the operation admits (each operation in the OpenAPI document "
+        "says which), for the queues it names."),
+    "payload_too_large": Kind(
+        "Payload too large", (413,),
+        "The request body is over the service's size limit (`JOBQ_MAX_BODY_BYTES`, default "
+        "1 MiB); nothing of it was read into a job.",
+        "Send a smaller body: keep large data elsewhere and put a reference in the payload, or "
+        "split a batch."),
+    "method_not_allowed": Kind(
+        "Method not allowed", (405,),
+        "The path exists but does not answer this method; `Allow` lists those it does.",
+        "Use one of the methods in `Allow`."),
+    "unavailable": Kind(
+        "Service unavailable", (503,),
+        "The database did not answer in time, the service has not read its access tokens yet, "
+        "or (on `/readyz`) the schema is not the one this code needs. Nothing was changed.",
+        "Wait the `Retry-After` seconds and send it again; a call with an `idempotency_key` "
+        "is safe to repeat."),
+    "bad_request": Kind(
+        "Bad request", (400,),
+        "What arrived is not an HTTP/1.1 request the service can parse; the connection is "
+        "closed.",
+        "Check the client or proxy in between: this is below the API."),
+    "request_timeout": Kind(
+        "Request timeout", (408,),
+        "The request line and headers did not all arrive within `JOBQ_HEADER_TIMEOUT_S` "
+        "(default 10 s); the connection is closed.",
+        "Send the whole request promptly; check for a slow or stalled link."),
+    "internal": Kind(
+        "Internal error", (500,),
+        "A bug in the service; it is logged with its traceback. Whatever the call committed "
+        "before is kept, nothing half-done.",
+        "Report it with the time and request; reading the job tells whether the call took "
+        "effect."),
+}
+
+
+def _kind(code: str) -> tuple[int, str, str]:
+    return KINDS[code].statuses[0], code, KINDS[code].title
+
 
 # error class -> (status, code, title)
 TABLE: dict[type[e.JobqError], tuple[int, str, str]] = {
-    e.NotFound: (404, "not_found", "Not found"),
-    e.LeaseLost: (409, "lease_lost", "Lease lost"),
-    e.InvalidState: (409, "invalid_state", "Invalid state"),
-    e.IdempotencyConflict: (409, "idempotency_conflict", "Idempotency conflict"),
-    e.QueueFull: (429, "queue_full", "Queue full"),
-    e.Unauthorized: (401, "unauthorized", "Unauthorized"),
-    e.Forbidden: (403, "forbidden", "Forbidden"),
-    e.InvalidInput: (422, "validation_error", "Validation error"),
-    e.Unavailable: (503, "unavailable", "Service unavailable"),
+    e.NotFound: _kind("not_found"),
+    e.LeaseLost: _kind("lease_lost"),
+    e.InvalidState: _kind("invalid_state"),
+    e.IdempotencyConflict: _kind("idempotency_conflict"),
+    e.QueueFull: _kind("queue_full"),
+    e.Unauthorized: _kind("unauthorized"),
+    e.Forbidden: _kind("forbidden"),
+    e.InvalidInput: _kind("validation_error"),
+    e.Unavailable: _kind("unavailable"),
 }
 
-# Plain HTTP errors raised by Starlette itself (unknown route, wrong method, ...).
+# Plain HTTP errors raised by Starlette itself (unknown route, wrong method, ...). A 400 is
+# answered as a 422 (``install``), a 5xx as ``unavailable``.
 HTTP_CODES: dict[int, tuple[str, str]] = {
-    400: ("validation_error", "Bad request"),
-    401: ("unauthorized", "Unauthorized"),
-    403: ("forbidden", "Forbidden"),
-    404: ("not_found", "Not found"),
-    405: ("method_not_allowed", "Method not allowed"),
-    413: ("payload_too_large", "Payload too large"),
-    415: ("validation_error", "Unsupported media type"),
+    status: (code, KINDS[code].title)
+    for status, code in ((401, "unauthorized"), (403, "forbidden"), (404, "not_found"),
+                         (405, "method_not_allowed"), (413, "payload_too_large"),
+                         (415, "validation_error"))
 }
 
 
@@ -77,7 +185,7 @@ def validation_problem(errors: list[dict[str, Any]]) -> Response:
 
 
 def from_error(exc: e.JobqError) -> Response:
-    status, code, title = TABLE.get(type(exc), (500, "internal", "Internal error"))
+    status, code, title = TABLE.get(type(exc)) or _kind("internal")
     headers: dict[str, str] | None = None
     if isinstance(exc, (e.QueueFull, e.Unavailable)):
         headers = {"Retry-After": str(exc.retry_after_s)}
@@ -127,7 +235,7 @@ def install(app: FastAPI) -> None:
             return validation_problem([{"loc": ["body"], "msg": "the body could not be read "
                                         "as JSON (not UTF-8, nested too deeply, or a number "
                                         "too long)"}])
-        code, title = HTTP_CODES.get(exc.status_code, ("validation_error", "Bad request"))
+        code, title = HTTP_CODES.get(exc.status_code, _kind("validation_error")[1:])
         if exc.status_code >= 500:
             code, title = "unavailable", "Service unavailable"
         detail = exc.detail if isinstance(exc.detail, str) else title
@@ -138,7 +246,7 @@ def install(app: FastAPI) -> None:
 
     async def on_unexpected(_: Request, exc: Exception) -> Response:
         # A bug of ours. Still problem+json, and logged with its traceback by Starlette.
-        return problem(500, "internal", "Internal error", "an unexpected error occurred")
+        return problem(500, "internal", KINDS["internal"].title, "an unexpected error occurred")
 
     app.add_exception_handler(e.JobqError, on_jobq_error)
     app.add_exception_handler(RequestValidationError, on_validation)
@@ -153,9 +261,7 @@ def install(app: FastAPI) -> None:
 # (tests/test_fuzz.py) holds the service to these declarations: an undeclared status, content
 # type or header fails it.
 
-CODES = ("validation_error", "not_found", "lease_lost", "queue_full", "idempotency_conflict",
-         "invalid_state", "unauthorized", "forbidden", "payload_too_large", "method_not_allowed",
-         "unavailable", "bad_request", "request_timeout")
+CODES = tuple(KINDS)
 
 _REF = "#/components/schemas/"
 
@@ -166,7 +272,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "required": ["type", "title", "status", "detail", "code"],
         "properties": {
-            "type": {"type": "string", "description": f"`{TYPE_BASE}{{code}}`"},
+            "type": {"type": "string", "format": "uri-reference",
+                     "description": f"`{TYPE_BASE}{{code}}`, relative to the request's URL: "
+                     "`GET` it for a page (HTML, or JSON with `Accept: application/json`) on "
+                     "what the code means and what to do; no token needed"},
             "title": {"type": "string"},
             "status": {"type": "integer", "description": "the HTTP status of the answer"},
             "detail": {"type": "string"},
