@@ -114,7 +114,8 @@ def _document_access(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = document_access(build(), app.router.routes)
+            app.openapi_schema = problems.complete_document(
+                document_access(build(), app.router.routes))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

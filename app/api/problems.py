@@ -365,3 +365,25 @@ def install_document(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+_UNKNOWN_QUERY = ("`validation_error`: a query parameter this route does not take (or, where it "
+                  "takes some, a value that does not fit); `errors` says which")
+
+
+def complete_document(document: dict[str, Any]) -> dict[str, Any]:
+    """The last pass over the OpenAPI document, once the access rules are in it: every
+    operation behind a token declares the 422 that any unknown query parameter gets
+    (``deps.known_query``), and ``examples.install`` gives every body, success and error an
+    example (the errors with their ``code``)."""
+    from jobq.api import examples  # a table of literals; kept out of this module's import time
+
+    for item in document.get("paths", {}).values():
+        for op in item.values():
+            if op.get("security") == []:  # the probes: declared by hand in routes/health.py
+                continue
+            responses = op.setdefault("responses", {})
+            if "422" not in responses:
+                responses["422"] = answers(422, notes={422: _UNKNOWN_QUERY})[422]
+    examples.install(document, KINDS, TYPE_BASE)
+    return document
