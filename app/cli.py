@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import math
 import os
@@ -312,12 +313,44 @@ def openapi(
         typer.echo(text, nl=False)
 
 
-def main() -> None:
+def _error_line(message: str, code: int) -> int:
+    """A mistake is one line on stderr (a JSON object with --json), never a box or a trace."""
+    message = " ".join(message.split())
+    if "--json" in sys.argv[1:]:
+        sys.stderr.write(json.dumps({"error": message}) + "\n")
+    else:
+        sys.stderr.write(f"jobq: {message}\n")
+    return code
+
+
+def main() -> int:
     from jobq import cli_ops, cli_tokens
+    from jobq.cli_ops import ClickException, NoArgsIsHelpError, UsageError
 
     cli_ops.register(app)
     cli_tokens.register(app)
-    app()
+    command = typer.main.get_command(app)
+    try:
+        # Not standalone: click's usage errors come back here instead of becoming rich's
+        # multi-line panels, and typer's pretty traceback never prints.
+        result = command.main(prog_name="jobq", standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        assert exc.ctx is not None
+        typer.echo(exc.ctx.get_help())
+        return 2
+    except UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "jobq"
+        return _error_line(f"{exc.format_message()} (see `{where} --help`)", exc.exit_code)
+    except ClickException as exc:
+        return _error_line(exc.format_message(), exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        return 130
+    except Exception as exc:
+        if os.environ.get("JOBQ_TRACEBACK"):
+            raise
+        return _error_line(f"unexpected {type(exc).__name__}: {exc} (a bug in jobq: please "
+                           "report it; JOBQ_TRACEBACK=1 shows where)", 1)
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":
