@@ -99,9 +99,37 @@ def _migrate(url: str) -> None:
     try:
         migrate(url)
     except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, psycopg.OperationalError) as exc:
-        reason = getattr(exc, "orig", None) or exc
-        typer.echo(f"jobq: cannot reach the database: {str(reason).strip()}", err=True)
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())  # libpq's hint is a 2nd line
+        typer.echo(f"jobq: cannot reach the database: {_where_db(url)}: {reason}; "
+                   f"{_db_advice(reason)}", err=True)
         raise typer.Exit(1) from None
+
+
+def _where_db(url: str) -> str:
+    """``database 'jobq' on 127.0.0.1:5432`` (every host of a multi-host URL), never the
+    password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+    except Exception:  # the URL was checked at start; this is only for the message
+        return "the database in JOBQ_DATABASE_URL"
+    hosts = str(info.get("host") or "localhost").split(",")
+    ports = str(info.get("port") or "5432").split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    where = ", ".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=False))
+    return f"database {info.get('dbname') or info.get('user') or '?'!r} on {where}"
+
+
+def _db_advice(reason: str) -> str:
+    """What to do, from libpq's reason."""
+    if "does not exist" in reason:
+        return "create it (createdb) or fix JOBQ_DATABASE_URL"
+    if "authentication failed" in reason or "password" in reason:
+        return "check the user and password in JOBQ_DATABASE_URL"
+    if "resolve" in reason:
+        return "check the host name in JOBQ_DATABASE_URL"
+    return "start PostgreSQL there (or check the firewall), or fix JOBQ_DATABASE_URL"
 
 
 def _is_loopback(host: str) -> bool:
