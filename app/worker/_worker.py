@@ -652,7 +652,7 @@ class Worker:
         job = r.lease.job
         reason = f": {_first_line(error)}" if error else ""
         log.info(
-            "job %s (%s) attempt %d/%s: %s after %.3fs%s",
+            "job %s (%s) attempt %d/%s: %s (ran %.3fs)%s",
             job.id,
             job.type,
             job.attempt,
