@@ -233,3 +233,21 @@ def test_the_worker_logs_its_url_queues_and_one_line_per_job_outcome(
         assert sum(f"job {job.id} " in line for line in lines) == 1, text
     assert "HTTP Request" not in text and "Traceback" not in text, text
     assert proc.returncode == 0, text
+
+
+def test_the_worker_log_names_the_url_it_cannot_reach(tmp_path: Path) -> None:
+    (tmp_path / "outcome_jobs.py").write_text(HANDLERS)
+    url = nowhere()
+    log = tmp_path / "worker.log"
+    environ = {k: v for k, v in os.environ.items() if k != "JOBQ_LOG_LEVEL"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobq.cli", "worker", "outcome_jobs:handlers"],
+            cwd=tmp_path, env={**environ, "JOBQ_URL": url}, stdout=out, stderr=out)
+    try:
+        _wait_log(log, f"serving queues=default at {url} (from JOBQ_URL)")
+        _wait_log(log, f"claim failed (cannot reach {url} (from JOBQ_URL): POST /v1/leases: ")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in log.read_text(), log.read_text()
