@@ -251,3 +251,8 @@ def test_the_worker_log_names_the_url_it_cannot_reach(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert proc.returncode == 0 and "Traceback" not in log.read_text(), log.read_text()
+
+
+def test_tokens_errors_are_json_with_json() -> None:
+    error = json.loads(one_line(jobq("tokens", "create", "--role", "bogus", "--json"), 2))
+    assert error == {"error": "--role must be one of producer, worker, admin, not 'bogus'"}
