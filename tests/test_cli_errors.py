@@ -256,3 +256,20 @@ def test_the_worker_log_names_the_url_it_cannot_reach(tmp_path: Path) -> None:
 def test_tokens_errors_are_json_with_json() -> None:
     error = json.loads(one_line(jobq("tokens", "create", "--role", "bogus", "--json"), 2))
     assert error == {"error": "--role must be one of producer, worker, admin, not 'bogus'"}
+
+
+def test_the_worker_keeps_httpx_request_lines_for_debug() -> None:
+    import logging
+
+    from jobq.worker import run_worker
+
+    quiet = logging.getLogger("httpx")
+    before = quiet.level
+    try:
+        with pytest.raises(ValueError, match="cannot import"):
+            run_worker("http://127.0.0.1:1", "no_such_module_xyz:handlers", "q", app_dir=None)
+        assert quiet.level == logging.WARNING
+        assert logging.getLogger("httpcore").level == logging.WARNING
+    finally:
+        quiet.setLevel(before)
+        logging.getLogger("httpcore").setLevel(logging.NOTSET)
