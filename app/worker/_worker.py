@@ -207,6 +207,10 @@ class Worker:
       job on its last attempt, which a hand-back would send dead: it runs in the grace
       period when a slot frees, like the jobs already running.
 
+    ``url_source`` says what chose ``url`` (``jobq worker`` passes ``"--url"`` or
+    ``"JOBQ_URL"``); the start line and every connection error in the log name both. Each
+    job's outcome is one INFO line: id, type, attempt, what happened and how long it ran.
+
     Without ``lease_ms`` the queue's lease length applies; the heartbeat rhythm is then read
     off the first ``locked_until``, which assumes the clocks agree to within seconds.
 
