@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import math
 import os
@@ -98,9 +99,37 @@ def _migrate(url: str) -> None:
     try:
         migrate(url)
     except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, psycopg.OperationalError) as exc:
-        reason = getattr(exc, "orig", None) or exc
-        typer.echo(f"jobq: cannot reach the database: {str(reason).strip()}", err=True)
+        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())  # libpq's hint is a 2nd line
+        typer.echo(f"jobq: cannot reach the database: {_where_db(url)}: {reason}; "
+                   f"{_db_advice(reason)}", err=True)
         raise typer.Exit(1) from None
+
+
+def _where_db(url: str) -> str:
+    """``database 'jobq' on 127.0.0.1:5432`` (every host of a multi-host URL), never the
+    password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+    except Exception:  # the URL was checked at start; this is only for the message
+        return "the database in JOBQ_DATABASE_URL"
+    hosts = str(info.get("host") or "localhost").split(",")
+    ports = str(info.get("port") or "5432").split(",")
+    ports = ports * len(hosts) if len(ports) == 1 else ports
+    where = ", ".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=False))
+    return f"database {info.get('dbname') or info.get('user') or '?'!r} on {where}"
+
+
+def _db_advice(reason: str) -> str:
+    """What to do, from libpq's reason."""
+    if "does not exist" in reason:
+        return "create it (createdb) or fix JOBQ_DATABASE_URL"
+    if "authentication failed" in reason or "password" in reason:
+        return "check the user and password in JOBQ_DATABASE_URL"
+    if "resolve" in reason:
+        return "check the host name in JOBQ_DATABASE_URL"
+    return "start PostgreSQL there (or check the firewall), or fix JOBQ_DATABASE_URL"
 
 
 def _is_loopback(host: str) -> bool:
@@ -312,12 +341,44 @@ def openapi(
         typer.echo(text, nl=False)
 
 
-def main() -> None:
+def _error_line(message: str, code: int) -> int:
+    """A mistake is one line on stderr (a JSON object with --json), never a box or a trace."""
+    message = " ".join(message.split())
+    if "--json" in sys.argv[1:]:
+        sys.stderr.write(json.dumps({"error": message}) + "\n")
+    else:
+        sys.stderr.write(f"jobq: {message}\n")
+    return code
+
+
+def main() -> int:
     from jobq import cli_ops, cli_tokens
+    from jobq.cli_ops import ClickException, NoArgsIsHelpError, UsageError
 
     cli_ops.register(app)
     cli_tokens.register(app)
-    app()
+    command = typer.main.get_command(app)
+    try:
+        # Not standalone: click's usage errors come back here instead of becoming rich's
+        # multi-line panels, and typer's pretty traceback never prints.
+        result = command.main(prog_name="jobq", standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        assert exc.ctx is not None
+        typer.echo(exc.ctx.get_help())
+        return 2
+    except UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx is not None else "jobq"
+        return _error_line(f"{exc.format_message()} (see `{where} --help`)", exc.exit_code)
+    except ClickException as exc:
+        return _error_line(exc.format_message(), exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        return 130
+    except Exception as exc:
+        if os.environ.get("JOBQ_TRACEBACK"):
+            raise
+        return _error_line(f"unexpected {type(exc).__name__}: {exc} (a bug in jobq: please "
+                           "report it; JOBQ_TRACEBACK=1 shows where)", 1)
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

@@ -19,10 +19,28 @@ from enum import Enum
 from typing import Annotated, Any, NoReturn
 
 import typer
+
+# The click that typer runs on: typer 0.2x carries its own copy, older ones use click itself.
+# ClickException, NoArgsIsHelpError and UsageError are re-exported for jobq.cli's main().
+try:
+    from typer._click.core import ParameterSource
+    from typer._click.exceptions import ClickException as ClickException
+    from typer._click.exceptions import NoArgsIsHelpError as NoArgsIsHelpError
+    from typer._click.exceptions import UsageError as UsageError
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover - depends on typer's version
+    from click import ClickException as ClickException  # type: ignore[assignment]
+    from click import UsageError as UsageError  # type: ignore[assignment]
+    from click import get_current_context  # type: ignore[assignment]
+    from click.core import ParameterSource  # type: ignore[assignment]
+    from click.exceptions import (  # type: ignore[attr-defined,no-redef]
+        NoArgsIsHelpError as NoArgsIsHelpError,
+    )
 from rich.console import Console
 from rich.table import Table
 
-from jobq.client import Client, Forbidden, JobqError, TransportError, Unauthorized
+from jobq.client import APIError, Client, Forbidden, JobqError, TransportError, Unauthorized
+from jobq.client._base import check_url
 
 Url = Annotated[str, typer.Option(envvar="JOBQ_URL", help="the service's base URL")]
 Token = Annotated[str | None, typer.Option(envvar="JOBQ_TOKEN", help="access token")]
@@ -52,28 +70,77 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(_plain(value), indent=2, default=str) + "\n")
 
 
-def _fail(message: str, code: int = 1) -> NoReturn:
-    # One plain line on stderr: stdout stays JSON for --json, and rich would wrap it at 80
-    # columns when stderr is not a terminal.
-    typer.secho(f"jobq: {message}", fg="red", err=True)
+def _wants_json() -> bool:
+    """Whether the command running was given ``--json`` (its errors are JSON then too)."""
+    ctx = get_current_context(silent=True)
+    return bool(ctx is not None and ctx.params.get("as_json"))
+
+
+def _fail(message: str, code: int = 1, fields: dict[str, Any] | None = None) -> NoReturn:
+    """One line on stderr, then exit ``code``: ``jobq: message``, or with ``--json`` a JSON
+    object (``{"error": message, ...fields}``) so that a script never parses prose."""
+    if _wants_json():
+        sys.stderr.write(json.dumps({"error": message, **(fields or {})}, default=str) + "\n")
+    else:
+        # Plain, unwrapped: rich would wrap it at 80 columns when stderr is not a terminal.
+        typer.secho(f"jobq: {message}", fg="red", err=True)
     raise typer.Exit(code)
+
+
+def _url_source(param: str = "url") -> str:
+    """What chose the service URL: the option, the environment or the default."""
+    ctx = get_current_context(silent=True)
+    source = ctx.get_parameter_source(param) if ctx is not None else None
+    if source is ParameterSource.COMMANDLINE:
+        return "--url"
+    if source is ParameterSource.ENVIRONMENT:
+        return "JOBQ_URL"
+    return "the default; set JOBQ_URL or pass --url"
+
+
+_JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number",
+              bool: "a boolean", type(None): "null"}
+
+
+def _json_object(payload: str) -> dict[str, Any]:
+    """``--payload`` as the JSON object the contract wants; anything else is one line."""
+    try:
+        body = json.loads(payload)
+    except ValueError as exc:
+        _fail(f"--payload is not JSON: {exc}", code=2)
+    if not isinstance(body, dict):
+        _fail(f"payload must be a JSON object, not {_JSON_KIND.get(type(body), 'that')} "
+              f"({payload.strip()[:40]})", code=2)
+    return body
+
+
+def _problem(exc: APIError) -> dict[str, Any]:
+    return {"status": exc.status, "code": exc.code, "problem": exc.body or None}
 
 
 @contextmanager
 def _client(url: str, token: str | None) -> Iterator[Client]:
     try:
-        with Client(url, token=token) as client:
+        client = Client(url, token=token, url_source=_url_source())
+    except ValueError as exc:
+        _fail(f"{exc} (from {_url_source()})", code=2)
+    try:
+        with client:
             yield client
     except TransportError as exc:
-        # No HTTP answer at all: a wrong --url or JOBQ_URL is the usual cause, so name it.
-        _fail(f"cannot reach {url}: {exc}")
+        # No HTTP answer at all: the message names the URL and what chose it.
+        cause = exc.__cause__
+        _fail(str(exc), fields={"url": url, "url_source": _url_source(),
+                                "reason": type(cause).__name__ if cause else None})
     except Unauthorized as exc:
         # Say where the token comes from: the usual cause is none given, or an old one.
         given = token if token is not None else os.environ.get("JOBQ_TOKEN")
         hint = "check JOBQ_TOKEN or --token" if given else "set JOBQ_TOKEN or pass --token"
-        _fail(f"{exc} ({hint})")
+        _fail(f"{exc} ({hint})", fields=_problem(exc))
     except Forbidden as exc:
-        _fail(f"{exc} (this token's role or queues do not allow it)")
+        _fail(f"{exc} (this token's role or queues do not allow it)", fields=_problem(exc))
+    except APIError as exc:
+        _fail(str(exc), fields=_problem(exc))
     except JobqError as exc:
         _fail(str(exc))
 
@@ -107,15 +174,27 @@ def register(app: typer.Typer) -> None:
         worker_id: Annotated[str | None, typer.Option()] = None,
         prefetch: Annotated[int, typer.Option(
             min=0, max=1000, help="jobs claimed ahead of free slots (held, heartbeated)")] = 0,
+        log_level: Annotated[str, typer.Option(
+            envvar="JOBQ_LOG_LEVEL", help="DEBUG adds a line per HTTP request")] = "INFO",
         url: Url = DEFAULT_URL,
         token: Token = None,
     ) -> None:
         """Run handlers from an importable module until SIGTERM/SIGINT."""
+        import logging
+
+        level = logging.getLevelName(log_level.upper())
+        if not isinstance(level, int):
+            _fail(f"--log-level {log_level!r}: use DEBUG, INFO, WARNING or ERROR", code=2)
         from jobq.worker import run_worker
 
         try:
+            check_url(url)
+        except ValueError as exc:
+            _fail(f"{exc} (from {_url_source()})", code=2)
+        try:
             code = run_worker(url, spec, queues, concurrency, token=token, lease_ms=lease_ms,
-                              worker_id=worker_id, grace_period=grace_period, prefetch=prefetch)
+                              worker_id=worker_id, grace_period=grace_period, prefetch=prefetch,
+                              url_source=_url_source(), log_level=level)
         except ValueError as exc:
             # A handler's errors fail its job inside the worker; a ValueError that gets here
             # is the command line's (a spec that does not import, no queue): a line, not a trace.
@@ -136,10 +215,7 @@ def register(app: typer.Typer) -> None:
         as_json: AsJson = False,
     ) -> None:
         """Enqueue one job."""
-        try:
-            body = json.loads(payload)
-        except ValueError as exc:
-            raise typer.BadParameter(f"--payload is not JSON: {exc}") from None
+        body = _json_object(payload)
         with _client(url, token) as c:
             job = c.enqueue(type, body, queue=queue, priority=priority,
                             delay=None if delay_ms is None else delay_ms / 1000,
@@ -342,12 +418,7 @@ def register(app: typer.Typer) -> None:
         as_json: AsJson = False,
     ) -> None:
         """Create or replace a schedule (PUT: what is not given takes its default)."""
-        try:
-            body = json.loads(payload)
-        except ValueError as exc:
-            raise typer.BadParameter(f"--payload is not JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise typer.BadParameter("--payload must be a JSON object")
+        body = _json_object(payload)
         with _client(url, token) as c:
             s = c.put_schedule(name, cron=cron, type=type, payload=body, queue=queue,
                                priority=priority, max_attempts=max_attempts, timezone=timezone,

@@ -43,8 +43,10 @@ tokens_app = typer.Typer(
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    typer.echo(f"jobq: {message}", err=True)
-    raise typer.Exit(code)
+    # The same one line as every other command (a JSON object with --json).
+    from jobq.cli_ops import _fail as fail
+
+    fail(message, code)
 
 
 def _when(value: datetime | None) -> str | None:

@@ -13,7 +13,7 @@ import httpx
 
 from jobq.client import _base as b
 from jobq.client._base import UNSET, Duration, _Unset
-from jobq.client._exceptions import APIError, JobFailed, TransportError, WaitTimeout
+from jobq.client._exceptions import APIError, JobFailed, WaitTimeout
 from jobq.client._models import (
     AckResult,
     Job,
@@ -40,7 +40,9 @@ class AsyncClient:
     (``httpx.MockTransport`` in tests); by default ``http://`` URLs go through the SDK's
     own keep-alive transport (``jobq.client._transport``: a third of httpx's CPU per
     request) and ``https://``, or any URL when a proxy is set in the environment, through
-    httpx's.
+    httpx's. ``url`` must be an absolute ``http://`` or ``https://`` URL (else
+    ``ValueError``); a ``TransportError`` names it and ``url_source``, what chose it
+    (the CLI passes ``"--url"`` or ``"JOBQ_URL"``).
     """
 
     def __init__(
@@ -52,7 +54,12 @@ class AsyncClient:
         retry_overload: Duration | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         headers: Mapping[str, str] | None = None,
+        url_source: str = "the url argument",
     ) -> None:
+        # A connection error names the URL and url_source (the CLI passes "--url" or
+        # "JOBQ_URL"): a wrong URL is the usual cause, and the user must know where it came from.
+        self._url = b.check_url(url)
+        self._url_source = url_source
         self._timeout = b.make_timeout(timeout)
         self._retry_budget = b.seconds(retry_overload) if retry_overload is not None else 0.0
         sent = b.make_headers(b.resolve_token(token), headers)
@@ -93,7 +100,7 @@ class AsyncClient:
             try:
                 response = await self._send(method, url, content, params, http_timeout)
             except httpx.TransportError as exc:
-                raise TransportError(f"{method} {url}: {exc!r}") from exc
+                raise b.transport_error(self._url, self._url_source, method, url, exc) from exc
             try:
                 return b.decode(response)
             except APIError as error:

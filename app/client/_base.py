@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
-from jobq.client._exceptions import APIError, RetryableError, error_class
+from jobq.client._exceptions import APIError, RetryableError, TransportError, error_class
 from jobq.client._models import NewJob
 
 USER_AGENT: Final = "jobq-python/0.1"
@@ -252,6 +252,33 @@ def make_headers(token: str | None, extra: Mapping[str, str] | None) -> dict[str
 # Built URLs kept for reuse (``/v1/jobs``, ``/v1/leases``...); a path with an id is seldom
 # asked twice, so the cache is simply emptied when full.
 URL_CACHE_SIZE: Final = 64
+
+
+def check_url(url: str) -> str:
+    """The service's base URL, refused at once (``ValueError``) when it is not an absolute
+    http(s) URL: ``localhost:8100`` would otherwise fail on the first call, as a transport
+    error about a ``localhost://`` protocol."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"url {url!r} is not a URL: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(
+            f"url {url!r} is not an http:// or https:// URL (for example http://{url.split('://')[-1]})"
+        )
+    return url
+
+
+def transport_error(
+    base_url: str, source: str, method: str, path: str, exc: httpx.TransportError
+) -> TransportError:
+    """The SDK's error for a request that got no answer: it names the URL tried and what
+    chose it, since a wrong URL is the usual cause."""
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    what = "cannot reach" if isinstance(exc, httpx.ConnectError) else "no answer from"
+    error = TransportError(f"{what} {base_url} (from {source}): {method} {path}: {reason}")
+    error.url = base_url
+    return error
 
 
 class Wire:

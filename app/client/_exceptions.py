@@ -37,7 +37,10 @@ class JobqError(Exception):
 
 
 class TransportError(JobqError):
-    """The request got no HTTP answer. The underlying httpx error is ``__cause__``."""
+    """The request got no HTTP answer. The underlying httpx error is ``__cause__``; ``url``
+    is the base URL that was tried."""
+
+    url: str | None = None
 
 
 class WaitTimeout(JobqError, TimeoutError):

@@ -6,6 +6,7 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,18 +36,29 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     """
     module_name, sep, attr_path = spec.partition(":")
     if not sep or not module_name or not attr_path:
-        raise ValueError(f"handler spec {spec!r}: expected 'package.module:attribute'")
+        raise ValueError(
+            f"handler spec {spec!r}: expected 'package.module:attribute' "
+            f"(for example '{module_name or 'myapp.jobs'}:handlers')"
+        )
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ValueError(f"handler spec {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:
+        # The module itself raised while importing: say what and where, in one line.
+        raise ValueError(
+            f"handler spec {spec!r}: importing {module_name!r} raised {_where(exc)}"
+        ) from exc
     for part in attr_path.split("."):
         try:
             target = getattr(target, part)
         except AttributeError as exc:
             raise ValueError(f"handler spec {spec!r}: {part!r} not found") from exc
     if callable(target) and not isinstance(target, Mapping):
-        target = target()
+        try:
+            target = target()
+        except Exception as exc:
+            raise ValueError(f"handler spec {spec!r}: calling {attr_path} raised {_where(exc)}") from exc
     if not isinstance(target, Mapping):
         raise ValueError(
             f"handler spec {spec!r}: expected a mapping of job type to handler "
@@ -65,6 +77,13 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     return handlers
 
 
+def _where(exc: BaseException) -> str:
+    """``TypeError: message (at file.py:12)``: an exception and where it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
 def run_worker(
     url: str,
     spec: str,
@@ -80,9 +99,12 @@ def run_worker(
     transport: httpx.AsyncBaseTransport | None = None,
     on_ready: Callable[[Worker], None] | None = None,
     prefetch: int = DEFAULT_PREFETCH,
+    url_source: str = "the url argument",
+    log_level: str | int = logging.INFO,
 ) -> int:
     """Load ``spec`` with ``load_handlers``, run a ``Worker`` until SIGTERM/SIGINT and
-    return the process exit status: 0 after a graceful stop, 1 when the service refused
+    return the process exit status (``log_level`` applies when logging is not set up yet;
+    below DEBUG, httpx's per-request lines are silenced): 0 after a graceful stop, 1 when the service refused
     to hand out work (bad token, forbidden queue). ``queues`` may be ``"default,email"``.
 
     ``app_dir`` goes first on ``sys.path`` (the current directory by default), since a
@@ -95,9 +117,12 @@ def run_worker(
     if isinstance(queues, str):
         queues = [q.strip() for q in queues.split(",") if q.strip()]
     if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-        )
+        logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # httpx logs every request at INFO: one line per claim, ack and heartbeat would bury
+        # the one line per job outcome. They are for DEBUG.
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     worker = Worker(
         url,
         queues=queues,
@@ -110,6 +135,7 @@ def run_worker(
         wait_ms=wait_ms,
         transport=transport,
         prefetch=prefetch,
+        url_source=url_source,
     )
     if on_ready is not None:
         on_ready(worker)

@@ -56,6 +56,7 @@ from jobq.client import (
     TransportError,
     Unauthorized,
 )
+from jobq.client._base import check_url
 from jobq.worker._control import Discard, Retry
 from jobq.worker._threads import DaemonThreadPool
 
@@ -121,6 +122,14 @@ class _Running:
     reporting: bool = False  # the handler is done; its ack or fail is under way
     lost: bool = False  # the service says the lease is gone: never ack or fail it
     abandoned: bool = False  # the grace period ran out: hand it back
+    started: float | None = None  # loop time the handler started (None while prefetched)
+    ran_s: float | None = None  # how long the handler ran, once it returned
+
+    def duration(self, now: float) -> float:
+        """The handler's run time, or so far when it has not returned: for the log."""
+        if self.ran_s is not None:
+            return self.ran_s
+        return 0.0 if self.started is None else now - self.started
 
 
 @dataclass
@@ -198,6 +207,10 @@ class Worker:
       job on its last attempt, which a hand-back would send dead: it runs in the grace
       period when a slot frees, like the jobs already running.
 
+    ``url_source`` says what chose ``url`` (``jobq worker`` passes ``"--url"`` or
+    ``"JOBQ_URL"``); the start line and every connection error in the log name both. Each
+    job's outcome is one INFO line: id, type, attempt, what happened and how long it ran.
+
     Without ``lease_ms`` the queue's lease length applies; the heartbeat rhythm is then read
     off the first ``locked_until``, which assumes the clocks agree to within seconds.
 
@@ -221,7 +234,9 @@ class Worker:
         wait_ms: int = DEFAULT_WAIT_MS,
         transport: httpx.AsyncBaseTransport | None = None,
         prefetch: int = DEFAULT_PREFETCH,
+        url_source: str = "the url argument",
     ) -> None:
+        check_url(url)  # ValueError now, not a transport error at the first claim
         if isinstance(queues, str):
             queues = [queues]
         if not queues:
@@ -242,6 +257,7 @@ class Worker:
         if grace_period < 0:
             raise ValueError(f"grace_period must not be negative, not {grace_period}")
         self.url = url
+        self.url_source = url_source
         self.queues = list(queues)
         self.handlers = dict(handlers)
         self.concurrency = concurrency
@@ -298,9 +314,11 @@ class Worker:
         self._pool = DaemonThreadPool(self.concurrency)
         self._acker = _Acker(self)
         log.info(
-            "worker %s: queues=%s types=%s concurrency=%d prefetch=%d",
+            "worker %s: serving queues=%s at %s (from %s) types=%s concurrency=%d prefetch=%d",
             self.worker_id,
             ",".join(self.queues),
+            self.url,
+            self.url_source,
             ",".join(sorted(self.handlers)),
             self.concurrency,
             self.prefetch,
@@ -308,8 +326,10 @@ class Worker:
         try:
             # Two clients, two sets of connections: claims and reports never queue together.
             async with (
-                AsyncClient(self.url, token=self._token, transport=self._transport) as claims,
-                AsyncClient(self.url, token=self._token, transport=self._transport) as reports,
+                AsyncClient(self.url, token=self._token, transport=self._transport,
+                            url_source=self.url_source) as claims,
+                AsyncClient(self.url, token=self._token, transport=self._transport,
+                            url_source=self.url_source) as reports,
             ):
                 self._client = claims
                 self._reports = reports
@@ -486,7 +506,9 @@ class Worker:
             self._ready.append(r)
 
     def _start(self, r: _Running) -> None:
+        assert self._loop is not None
         self._active += 1
+        r.started = self._loop.time()
         handler = self.handlers.get(r.lease.job.type)
         if handler is not None and not r.is_async:
             # Into the thread pool now, not on the task's first step a loop turn later.
@@ -520,6 +542,8 @@ class Worker:
                     current.uncancel()
                 outcome = _Fail(SHUTDOWN_ERROR, retry_in_ms=0)
             finally:
+                if r.started is not None:
+                    r.ran_s = asyncio.get_running_loop().time() - r.started
                 # The slot is free once the handler returns, before its ack: the next
                 # prefetched job starts in this very turn, and the claim loop may ask again.
                 self._active -= 1
@@ -555,7 +579,6 @@ class Worker:
         except Discard as exc:
             return _Fail(f"Discard: {exc.reason}", retry=False)
         except Exception as exc:
-            log.info("job %s (%s) failed: %s: %s", job.id, job.type, type(exc).__name__, exc)
             return _Fail(describe(exc))
         if inspect.isawaitable(value):
             if inspect.iscoroutine(value):
@@ -597,7 +620,7 @@ class Worker:
             return _Fail(f"the service refused the ack: {exc}", retry=False)
         else:
             if code == "ok":
-                log.debug("job %s: acked", job.id)
+                self._outcome(r, "completed")
             elif code == ALREADY_STORED:
                 # The ack was sent again after its answer was lost; the first one committed.
                 log.info("job %s: acked (a retried ack: the first one had stored the result)", job.id)
@@ -608,7 +631,7 @@ class Worker:
     async def _send_fail(self, r: _Running, failure: _Fail) -> None:
         job = r.lease.job
         try:
-            await self._retrying(
+            answered = await self._retrying(
                 lambda: self._reports.fail(
                     r.lease.lease_id,
                     failure.error,
@@ -624,6 +647,24 @@ class Worker:
             log.error("job %s: could not report the failure before exit", job.id)
         except APIError as exc:
             log.error("job %s: the service refused the failure report: %s", job.id, exc)
+        else:
+            self._outcome(r, _fail_outcome(failure, answered), failure.error)
+
+    def _outcome(self, r: _Running, what: str, error: str | None = None) -> None:
+        """The one INFO line per job outcome an operator reads: id, type, attempt, time."""
+        assert self._loop is not None
+        job = r.lease.job
+        reason = f": {_first_line(error)}" if error else ""
+        log.info(
+            "job %s (%s) attempt %d/%s: %s (ran %.3fs)%s",
+            job.id,
+            job.type,
+            job.attempt,
+            job.max_attempts or "-",
+            what,
+            r.duration(self._loop.time()),
+            reason,
+        )
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         """Retry a report through outages. Safe: the lease id fences every retry, so a
@@ -686,10 +727,15 @@ class Worker:
             return
         r.lost = True
         job = r.lease.job
+        now = self._loop.time() if self._loop is not None else 0.0
         log.warning(
-            "job %s (%s): lease lost (%s): cancelled, or expired and taken by another worker",
+            "job %s (%s) attempt %d/%s: lease lost after %.3fs (%s): cancelled, or expired "
+            "and taken by another worker",
             job.id,
             job.type,
+            job.attempt,
+            job.max_attempts or "-",
+            r.duration(now),
             exc.code,
         )
         if r.task is None:  # prefetched, never started: just forget it
@@ -751,6 +797,27 @@ class Worker:
         finally:
             self._running.pop(r.lease.lease_id, None)
             self._beats_changed.set()
+
+
+def _fail_outcome(failure: _Fail, answered: Job) -> str:
+    """What a fail did to the job, in words, from the service's answer."""
+    status = getattr(answered.status, "value", answered.status)
+    if failure.error in (SHUTDOWN_ERROR, UNSTARTED_ERROR):
+        return "handed back (shutdown)"
+    if status == "dead":
+        return "discarded (dead)" if failure.retry is False else "failed for good (dead)"
+    if status in ("pending", "failed"):
+        when = answered.visible_at
+        if when is None:
+            return "failed, retried"
+        delay = max(0.0, (when - datetime.now(UTC)).total_seconds())
+        return f"failed, retried in {delay:.1f}s"
+    return f"failed ({status})"
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 200 else line[:200] + "…"
 
 
 def _last_attempt(job: Job) -> bool:
