@@ -336,7 +336,13 @@ def test_server_commands_without_the_extra_name_it_in_one_line(
 @pytest.mark.timeout(SLOW_TIMEOUT_S)
 def test_client_commands_without_a_service_fail_in_one_line(base_venv: Venv, outside: Path) -> None:
     out = base_venv.run(base_venv.jobq, "jobs", "--url", "http://127.0.0.1:1", "--json", cwd=outside)
-    assert out.returncode == 1 and out.stdout == ""  # stdout is for the JSON only
+    assert out.returncode == 1 and out.stdout == ""  # stdout is for the answer's JSON only
+    (line,) = out.stderr.splitlines()  # with --json, the error is a JSON object too
+    error = json.loads(line)
+    assert error["error"].startswith("cannot reach http://127.0.0.1:1 (from --url)")
+    assert error["reason"] == "ConnectError" and error["url"] == "http://127.0.0.1:1"
+    out = base_venv.run(base_venv.jobq, "jobs", "--url", "http://127.0.0.1:1", cwd=outside)
+    assert out.returncode == 1 and out.stdout == ""
     (line,) = out.stderr.splitlines()
     assert line.startswith("jobq: cannot reach http://127.0.0.1:1") and "Connect" in line
 
