@@ -101,3 +101,19 @@ async def patch_queue(c: httpx.AsyncClient, queue: str, **settings: Any) -> dict
     r = await c.patch(f"/v1/queues/{queue}", json=settings)
     assert r.status_code == 200, r.text
     return dict(r.json())
+
+
+async def stored_jobs(c: httpx.AsyncClient, queue: str) -> dict[str, dict[str, Any]]:
+    """Every job of ``queue`` by id, read page by page through GET /v1/jobs."""
+    stored: dict[str, dict[str, Any]] = {}
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"queue": queue, "limit": 1000}
+        if cursor:
+            params["cursor"] = cursor
+        r = await c.get("/v1/jobs", params=params)
+        assert r.status_code == 200, r.text
+        stored.update((j["id"], j) for j in r.json()["jobs"])
+        cursor = r.json()["next_cursor"]
+        if cursor is None:
+            return stored

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT
+from tests.helpers import stored_jobs
 from tests.helpers_workers import (
     DrainedServer,
     ack,
@@ -152,18 +153,7 @@ async def test_sigkilled_server_loses_nothing_it_answered_for(server: DrainedSer
     assert len(created) >= 100 and len(completed) >= 10, (len(created), len(completed))
     server.start()  # the same database
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as c:
-        stored: dict[str, dict[str, Any]] = {}
-        cursor = None
-        while True:
-            params: dict[str, Any] = {"queue": "load", "limit": 1000}
-            if cursor:
-                params["cursor"] = cursor
-            r = await c.get("/v1/jobs", params=params)
-            assert r.status_code == 200, r.text
-            stored.update((j["id"], j) for j in r.json()["jobs"])
-            cursor = r.json()["next_cursor"]
-            if cursor is None:
-                break
+        stored = await stored_jobs(c, "load")
         missing = sorted(set(created) - set(stored), key=int)
         assert missing == [], f"{len(missing)} jobs answered 201 are gone: {missing[:10]}"
         assert all(stored[j]["payload"] == p for j, p in created.items())

@@ -15,13 +15,13 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
 from tests.conftest import LiveServer
+from tests.helpers import stored_jobs
 from tests.replication import ReplicatedPair
 
 QUEUE = "failover"
@@ -137,21 +137,6 @@ async def _fleet_sessions(url: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-async def _stored(c: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
-    stored: dict[str, dict[str, Any]] = {}
-    cursor = None
-    while True:
-        params: dict[str, Any] = {"queue": QUEUE, "limit": 1000}
-        if cursor:
-            params["cursor"] = cursor
-        r = await c.get("/v1/jobs", params=params)
-        assert r.status_code == 200, r.text
-        stored.update((j["id"], j) for j in r.json()["jobs"])
-        cursor = r.json()["next_cursor"]
-        if cursor is None:
-            return stored
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_a_promoted_synchronous_standby_loses_no_acknowledged_job() -> None:
@@ -228,7 +213,7 @@ async def _run_failover(pair: ReplicatedPair, servers: list[LiveServer]) -> None
             await asyncio.sleep(0.1)
         assert (listening, leading) == (len(servers), 1), (listening, leading)
 
-        stored = await _stored(clients[0])
+        stored = await stored_jobs(clients[0], QUEUE)
         missing = sorted(set(rec.created) - set(stored), key=int)
         twice = {job: leases for job, leases in rec.acked.items() if len(set(leases)) > 1}
         for job_id, leases in rec.acked.items():
