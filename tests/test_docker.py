@@ -4,7 +4,8 @@ as a user that is not root, and its commands are run outside Docker, each as the
 writes it: the first stage's `pip wheel` on the build context that .dockerignore leaves, the
 second stage's `pip install` into a fresh virtual environment with no package index and no
 pip configuration, then the image's CMD and its HEALTHCHECK against a database no one has
-migrated."""
+migrated, in a network namespace with loopback only (`unshare -n`), so that a start that
+needed the network would fail."""
 
 from __future__ import annotations
 
@@ -15,18 +16,16 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Iterator
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+import psycopg
 import pytest
 import yaml
-from psycopg import sql
 
-from tests import pg
+from jobq.embedded import EmbeddedPostgres
+from jobq.store.migrate import head_revision
 from tests.conftest import ROOT, free_port
 
 
@@ -216,12 +215,61 @@ def test_the_build_context_holds_the_package_and_none_of_the_local_state(tmp_pat
 # --- slow: the Dockerfile's commands, run outside Docker ---------------------------------------
 
 
-@pytest.fixture
-def empty_database(admin_url: str) -> Iterator[str]:
-    name = f"jobq_docker_{uuid.uuid4().hex[:12]}"
-    pg.admin_execute(admin_url, sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield pg.with_database(admin_url, name)
-    pg.drop(admin_url, name)
+# Run inside the "container" (a network namespace with loopback only, when the machine allows
+# one): the image's CMD, its HEALTHCHECK before and after, one authenticated request, and a
+# probe that nothing outside is reachable. Standard library only; prints what it saw as JSON.
+CONTAINER = r"""
+import json, os, socket, subprocess, sys, time, urllib.error, urllib.request
+spec = json.loads(sys.argv[1])
+def healthy():
+    return subprocess.run(spec["health"], env=spec["env"], capture_output=True, timeout=30).returncode == 0
+seen = {"healthy_before": healthy()}
+try:
+    socket.create_connection(("192.0.2.1", 443), timeout=3).close()  # TEST-NET-1: never answers
+    seen["outside"] = "connected"
+except OSError as exc:
+    seen["outside"] = type(exc).__name__ + ":" + os.strerror(exc.errno or 0)
+with open(spec["log"], "wb") as log:
+    proc = subprocess.Popen(spec["cmd"], cwd=spec["cwd"], env=spec["env"], stdout=subprocess.DEVNULL, stderr=log)
+deadline = time.monotonic() + 90
+while proc.poll() is None and not healthy() and time.monotonic() < deadline:
+    time.sleep(0.5)
+seen["healthy"] = proc.poll() is None and healthy()
+def post(headers):
+    request = urllib.request.Request(spec["url"] + "/v1/jobs", method="POST", headers=headers,
+                                     data=b'{"type": "docker.check", "queue": "docker", "payload": {}}')
+    try:
+        return urllib.request.urlopen(request, timeout=10).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError as exc:
+        return repr(exc)
+json_body = {"content-type": "application/json"}
+seen["enqueue"] = post({**json_body, "authorization": "Bearer " + spec["env"]["JOBQ_ADMIN_TOKEN"]})
+seen["anonymous"] = post(json_body)
+proc.terminate()
+try:
+    seen["exit"] = proc.wait(20)
+except subprocess.TimeoutExpired:
+    proc.kill()
+    seen["exit"] = proc.wait(10)
+print(json.dumps(seen))
+"""
+
+
+def _netns() -> list[str]:
+    """`unshare -rn` (a network namespace of its own, loopback only) if this machine allows
+    it; else nothing, with a warning: the rest of the test still runs."""
+    unshare, ip = shutil.which("unshare"), shutil.which("ip") or "/usr/sbin/ip"
+    # -n alone where it is allowed (root): -r would make root a stranger to the embedded
+    # server's socket, owned by the unprivileged user PostgreSQL runs as.
+    for flags in ("-n", "-rn"):
+        netns = [str(unshare), flags, "sh", "-c", f'{ip} link set lo up && exec "$0" "$@"']
+        if unshare and Path(ip).exists():
+            if subprocess.run([*netns, "true"], capture_output=True, timeout=30).returncode == 0:
+                return netns
+    warnings.warn("no network namespace here (unshare -rn): the image's start runs with the network", stacklevel=2)
+    return []
 
 
 def _remap(words: list[str], paths: dict[str, Path]) -> list[str]:
@@ -230,9 +278,7 @@ def _remap(words: list[str], paths: dict[str, Path]) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_images_commands_install_offline_migrate_serve_and_pass_the_healthcheck(
-    tmp_path: Path, empty_database: str
-) -> None:
+def test_the_images_commands_install_offline_then_migrate_and_serve_with_no_network(tmp_path: Path) -> None:
     build, final = STAGES
     # Stage 1, as written, in a copy of the build context (with this machine's package index,
     # as a `docker build` has PyPI).
@@ -266,52 +312,44 @@ def test_the_images_commands_install_offline_migrate_serve_and_pass_the_healthch
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
-    # The container: the image's ENV and what compose gives it, nothing of this machine's.
+    # The container: the image's ENV and what compose gives it, nothing of this machine's; its
+    # database a fresh, unmigrated one, reached through a Unix socket (no network needed).
     port = str(free_port())
     workdir = tmp_path / "workdir"
     workdir.mkdir()
-    token = "docker-test-admin-token-0123456789"
-    env = {
-        "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
-        "HOME": str(workdir),
-        **final.env(),
-        "JOBQ_DATABASE_URL": empty_database,
-        "JOBQ_ADMIN_TOKEN": token,
-    }
     _, health = _healthcheck()
-    health = [str(venv / "bin" / "python"), *health[1:-1], health[-1].replace(f":{_port()}/", f":{port}/")]
-
-    def healthy() -> bool:
-        return subprocess.run(health, env=env, capture_output=True, timeout=30).returncode == 0
-
-    assert not healthy()  # nothing serves yet: the check can fail
-
-    cmd = [str(venv / "bin" / c) if i == 0 else (port if c == _port() else c) for i, c in enumerate(_cmd())]
-    log = tmp_path / "serve.log"
-    with log.open("wb") as log_file:
-        proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=log_file)
-    try:
-        deadline = time.monotonic() + 90
-        while not healthy():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "the healthcheck never passed:\n" + log.read_text()
-            time.sleep(0.5)
-        # It bound every address and takes the admin token from the environment.
-        url = f"http://127.0.0.1:{port}"
-        r = httpx.post(
-            url + "/v1/jobs",
-            json={"type": "docker.check", "queue": "docker", "payload": {}},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=10,
+    netns = _netns()
+    with EmbeddedPostgres.temporary(database="jobq") as database:
+        spec = {
+            "isolated": bool(netns),
+            "cmd": [str(venv / "bin" / c) if i == 0 else (port if c == _port() else c) for i, c in enumerate(_cmd())],
+            "health": [str(venv / "bin" / "python"), *health[1:-1], health[-1].replace(f":{_port()}/", f":{port}/")],
+            "env": {
+                "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
+                "HOME": str(workdir),
+                **final.env(),
+                "JOBQ_DATABASE_URL": database.url,
+                "JOBQ_ADMIN_TOKEN": "docker-test-admin-token-0123456789",
+            },
+            "cwd": str(workdir),
+            "url": f"http://127.0.0.1:{port}",
+            "log": str(tmp_path / "serve.log"),
+        }
+        ran = subprocess.run(
+            [*netns, sys.executable, "-c", CONTAINER, json.dumps(spec)], capture_output=True, text=True, timeout=300
         )
-        assert r.status_code == 201, r.text
-        assert httpx.post(url + "/v1/jobs", json={"type": "x"}, timeout=10).status_code == 401
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-    assert proc.returncode == 0, log.read_text()
-    assert list(workdir.iterdir()) == []  # no embedded server, nothing written where it runs
+        log = (tmp_path / "serve.log").read_text()
+        assert ran.returncode == 0, ran.stderr + log
+        seen = json.loads(ran.stdout)
+        with psycopg.connect(database.url) as conn:
+            migrated = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+
+    if netns:
+        assert seen["outside"].startswith("OSError:Network is unreachable"), seen  # the namespace is real
+    assert seen["healthy_before"] is False  # nothing served yet: the check can fail
+    assert seen["healthy"] is True, log
+    assert migrated is not None and migrated[0] == head_revision()  # jobq serve migrated it at start
+    # It bound every address, which it does only with the admin token the environment gave it.
+    assert (seen["enqueue"], seen["anonymous"]) == (201, 401), seen
+    assert seen["exit"] == 0, log
+    assert list(workdir.iterdir()) == []  # no embedded server of its own, nothing written where it runs
