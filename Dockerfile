@@ -8,7 +8,7 @@
 #   docker run -e JOBQ_DATABASE_URL=postgresql://… -e JOBQ_ADMIN_TOKEN=… -p 8000:8000 jobq
 #
 # Not built in this project's CI (no Docker engine there): tests/test_docker.py checks this
-# file's structure and runs its two pip commands outside Docker.
+# file's structure and runs its two pip commands, its CMD and its HEALTHCHECK outside Docker.
 
 FROM python:3.12-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
