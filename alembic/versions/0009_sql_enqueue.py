@@ -297,7 +297,13 @@ END
 $fn$;
 
 -- Functions are executable by PUBLIC unless revoked: only roles granted EXECUTE may enqueue.
-REVOKE ALL ON ALL FUNCTIONS IN SCHEMA jobq FROM PUBLIC;
+REVOKE ALL ON FUNCTION jobq.enqueue(text, text, jsonb, integer, bigint, timestamptz, integer, text),
+                       jobq.enqueue_many(jsonb), jobq._notify(jsonb),
+                       jobq._int(text, text, text, bigint, bigint),
+                       jobq._field(jsonb, text, text, text, boolean),
+                       jobq._insert(text, text, jsonb, integer, bigint, timestamptz, integer, text),
+                       jobq._check(text, text, text, jsonb, integer, bigint, timestamptz, integer, text)
+    FROM PUBLIC;
 """
 
 DOWNGRADE = """
