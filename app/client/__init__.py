@@ -50,6 +50,12 @@ from jobq.client._models import (
     Schedule,
     ScheduleJob,
 )
+from jobq.client._sql import (
+    aenqueue_in_transaction,
+    aenqueue_many_in_transaction,
+    enqueue_in_transaction,
+    enqueue_many_in_transaction,
+)
 
 __all__ = [
     "APIError",
@@ -86,4 +92,8 @@ __all__ = [
     "Unavailable",
     "ValidationError",
     "WaitTimeout",
+    "aenqueue_in_transaction",
+    "aenqueue_many_in_transaction",
+    "enqueue_in_transaction",
+    "enqueue_many_in_transaction",
 ]

@@ -20,6 +20,10 @@ process predating them takes for a bell on an empty queue.
 Signals are words of the same form for other news: ``SCHEDULES`` says a schedule was
 created or changed, so every scheduler re-reads when it next fires (``signal`` and
 ``on_signal``); they follow the same rule (nobody known, nothing sent).
+
+The database sends too: ``jobq.enqueue()`` (migration 0009) notifies at its caller's commit
+with origin ``sql.<random>``. That is a bell for the queue, not a process: it is not greeted
+nor counted as a peer (a peer would make this process NOTIFY for every enqueue).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ _RECONNECT_S = 1.0
 HELLO = "*hello"
 HERE = "*here"
 SCHEDULES = "*schedules"
+# The origin prefix of notifications sent by the SQL functions (process origins are hex).
+SQL_ORIGIN = "sql."
 
 
 class Notifications:
@@ -159,6 +165,9 @@ class Notifications:
 
 
     def _from(self, origin: str, queue: str, count: int | None) -> None:
+        if origin.startswith(SQL_ORIGIN):
+            self._heard(queue, count)
+            return
         new = origin not in self.peers
         self.peers.add(origin)
         if queue == HELLO or new:

@@ -45,6 +45,10 @@ CLIENT_API = [
     "Unavailable",
     "ValidationError",
     "WaitTimeout",
+    "aenqueue_in_transaction",
+    "aenqueue_many_in_transaction",
+    "enqueue_in_transaction",
+    "enqueue_many_in_transaction",
 ]
 
 WORKER_API = ["Discard", "Handler", "Retry", "Worker", "load_handlers", "run_worker"]

@@ -1,0 +1,328 @@
+"""Transactional enqueue from SQL: ``jobq.enqueue(...)`` and ``jobq.enqueue_many(jsonb)``.
+
+An application that shares the database enqueues inside its own transaction, so a job exists
+if and only if its business change committed (the outbox problem, without an outbox). The
+functions do what ``POST /v1/jobs`` and ``POST /v1/jobs/batch`` do: the same validation (an
+error per field, SQLSTATE ``JQ422``), the queue springing into existence with the column
+defaults (which ``tests/test_domain_rules.py`` pins to ``jobq.domain.queues``), the queue's
+``max_attempts`` as the default, idempotency keys (a repeat answers the existing job's id;
+another type or payload under the key is ``JQ409``), ``max_depth`` (``JQ429``, nothing
+enqueued), the depth counters (the insert trigger of 0001), and a NOTIFY on ``jobq_jobs``
+that PostgreSQL delivers at commit, so long-polls in every ``jobq serve`` wake.
+
+The NOTIFY's origin is ``sql.<random>``: a service takes such an origin for a bell to ring,
+not for a peer process to greet (``jobq.store.notify``), and the random part keeps two calls
+in one transaction from being folded into one notification (PostgreSQL drops duplicates).
+
+``tests/test_sql_enqueue.py`` runs one matrix of inputs through these functions and through
+the HTTP API and compares the stored rows and counters.
+
+The public functions are SECURITY DEFINER with a fixed search_path (the schema the tables
+live in, read at migration time), so an application role needs only USAGE on schema jobq and
+EXECUTE on them; EXECUTE is revoked from PUBLIC.
+
+Revision ID: 0009
+Revises: 0007
+Create Date: 2026-12-04
+"""
+
+from alembic import op
+
+revision = "0009"
+down_revision = "0007"
+branch_labels = None
+depends_on = None
+
+# {path}: the search_path every function runs with (the tables' schema, then pg_temp last so
+# that no temporary table can stand in for one of ours).
+UPGRADE = r"""
+CREATE SCHEMA IF NOT EXISTS jobq;
+
+-- Refuse one job's fields as POST /v1/jobs does (jobq.api.schemas.JobCreate): the message
+-- starts with the field (prefixed by "jobs[i]." in a batch), SQLSTATE JQ422.
+CREATE FUNCTION jobq._check(at text, queue text, type text, payload jsonb, priority integer,
+                            delay_ms bigint, run_at timestamptz, max_attempts integer,
+                            idempotency_key text)
+RETURNS void LANGUAGE plpgsql SET search_path = {path} AS $fn$
+DECLARE
+    level jsonb[];
+    depth integer := 0;
+    fault text;
+BEGIN
+    IF queue IS NULL OR queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{{0,127}}$' THEN
+        fault := 'queue: must be 1 to 128 of letters, digits and _ . : - (starting with a letter or digit)';
+    ELSIF type IS NULL OR char_length(type) NOT BETWEEN 1 AND 255 THEN
+        fault := 'type: must be 1 to 255 characters';
+    ELSIF payload IS NULL OR jsonb_typeof(payload) <> 'object' THEN
+        fault := 'payload: must be a JSON object';
+    ELSIF priority IS NULL OR priority < -2147483647 THEN
+        fault := 'priority: must be an integer from -2147483647 to 2147483647';
+    ELSIF delay_ms IS NOT NULL AND delay_ms NOT BETWEEN 0 AND 315360000000 THEN
+        fault := 'delay_ms: must be 0 to 315360000000 (10 years)';
+    ELSIF delay_ms IS NOT NULL AND run_at IS NOT NULL THEN
+        fault := 'run_at: give one of delay_ms and run_at, not both';
+    ELSIF run_at IS NOT NULL AND (run_at < '0001-01-01T00:00:00Z' OR run_at >= '10000-01-01T00:00:00Z') THEN
+        fault := 'run_at: must fall within years 1 to 9999 in UTC';
+    ELSIF max_attempts IS NOT NULL AND max_attempts NOT BETWEEN 1 AND 10000 THEN
+        fault := 'max_attempts: must be 1 to 10000';
+    ELSIF idempotency_key IS NOT NULL AND char_length(idempotency_key) NOT BETWEEN 1 AND 255 THEN
+        fault := 'idempotency_key: must be 1 to 255 characters';
+    END IF;
+    -- As deep as the API allows (MAX_JSON_DEPTH): level by level, each container once. Each
+    -- level takes two brackets of the text, so a shorter payload cannot be too deep.
+    IF fault IS NULL AND length(payload::text) > 257 THEN
+        level := ARRAY[payload];
+        WHILE cardinality(level) > 0 LOOP
+            depth := depth + 1;
+            IF depth > 128 THEN
+                fault := 'payload: JSON nested deeper than 128 levels';
+                EXIT;
+            END IF;
+            SELECT coalesce(array_agg(c.value), '{{}}') INTO level
+              FROM unnest(level) AS l(v),
+                   LATERAL (SELECT e.value FROM jsonb_each(CASE WHEN jsonb_typeof(l.v) = 'object'
+                                                               THEN l.v ELSE '{{}}' END) AS e
+                            UNION ALL
+                            SELECT a.value FROM jsonb_array_elements(CASE WHEN jsonb_typeof(l.v) = 'array'
+                                                                         THEN l.v ELSE '[]' END) AS a
+                           ) AS c
+             WHERE jsonb_typeof(c.value) IN ('object', 'array');
+        END LOOP;
+    END IF;
+    IF fault IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = at || fault,
+              HINT = 'the same rules as POST /v1/jobs';
+    END IF;
+END
+$fn$;
+
+-- Enqueue one checked job: (id, created). created is false for an idempotent repeat.
+CREATE FUNCTION jobq._insert(p_queue text, p_type text, p_payload jsonb, p_priority integer,
+                             p_delay_ms bigint, p_run_at timestamptz, p_max_attempts integer,
+                             p_key text, OUT job_id bigint, OUT created boolean)
+LANGUAGE plpgsql SET search_path = {path} AS $fn$
+DECLARE
+    q queues%ROWTYPE;
+    existing jobs%ROWTYPE;
+    at timestamptz;
+BEGIN
+    SELECT * INTO q FROM queues WHERE name = p_queue;
+    IF NOT FOUND THEN
+        -- A new queue gets the column defaults: the same as QueueEnsure's (jobq.domain.queues).
+        INSERT INTO queues (name) VALUES (p_queue) ON CONFLICT (name) DO NOTHING;
+        SELECT * INTO q FROM queues WHERE name = p_queue;
+    END IF;
+    created := false;
+    IF p_key IS NOT NULL THEN
+        SELECT * INTO existing FROM jobs WHERE queue = p_queue AND idempotency_key = p_key;
+    END IF;
+    IF existing.id IS NULL THEN
+        -- Replays enqueue nothing, so only a new job meets max_depth. Counted as the API
+        -- counts: committed jobs, plus those this transaction enqueued before.
+        IF q.max_depth IS NOT NULL AND (
+               SELECT coalesce(sum(c.n), 0) FROM job_counts c
+                WHERE c.queue = p_queue AND c.status IN ('pending', 'failed')) >= q.max_depth THEN
+            RAISE EXCEPTION USING ERRCODE = 'JQ429',
+                  MESSAGE = format('queue %L is at its max_depth of waiting jobs', p_queue),
+                  HINT = 'nothing was enqueued; retry later';
+        END IF;
+        at := coalesce(p_run_at, now() + make_interval(secs => coalesce(p_delay_ms, 0) / 1000.0));
+        INSERT INTO jobs (queue, type, payload, priority, status, max_attempts, idempotency_key,
+                          visible_at, aged_key)
+        VALUES (p_queue, p_type, p_payload, p_priority, 'pending',
+                coalesce(p_max_attempts, q.max_attempts), p_key, at,
+                jobq_aged_key(at, p_priority, q.aging_ms))
+        ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+        RETURNING id INTO job_id;
+        IF job_id IS NOT NULL THEN
+            created := true;
+            RETURN;
+        END IF;
+        -- Another transaction committed the key meanwhile.
+        SELECT * INTO existing FROM jobs WHERE queue = p_queue AND idempotency_key = p_key;
+    END IF;
+    IF existing.type IS DISTINCT FROM p_type OR existing.payload IS DISTINCT FROM p_payload THEN
+        RAISE EXCEPTION USING ERRCODE = 'JQ409',
+              MESSAGE = format('idempotency key %L in queue %L already names job %s with a '
+                               'different type or payload', p_key, p_queue, existing.id);
+    END IF;
+    job_id := existing.id;
+END
+$fn$;
+
+-- Tell every jobq serve's long-polls (sent at commit; nothing if the transaction rolls back).
+CREATE FUNCTION jobq._notify(counts jsonb)
+RETURNS void LANGUAGE sql SET search_path = {path} AS $fn$
+    SELECT pg_notify('jobq_jobs', format('%s %s sql.%s', c.key, c.value,
+                                         substr(md5(random()::text || clock_timestamp()::text), 1, 12)))
+      FROM jsonb_each_text(counts) AS c;
+$fn$;
+
+CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT '{{}}',
+                             priority integer DEFAULT 0, delay_ms bigint DEFAULT NULL,
+                             run_at timestamptz DEFAULT NULL, max_attempts integer DEFAULT NULL,
+                             idempotency_key text DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = {path} AS $fn$
+DECLARE
+    r record;
+BEGIN
+    PERFORM jobq._check('', queue, type, payload, priority, delay_ms, run_at, max_attempts,
+                        idempotency_key);
+    SELECT * INTO r FROM jobq._insert(queue, type, payload, priority, delay_ms, run_at,
+                                      max_attempts, idempotency_key);
+    IF r.created THEN
+        PERFORM jobq._notify(jsonb_build_object(queue, 1));
+    END IF;
+    RETURN r.job_id;
+END
+$fn$;
+
+-- One field of a batch's job, of the JSON type the API demands (no coercion, as its strict
+-- models): the value as text, NULL when absent or JSON null (where null is allowed).
+CREATE FUNCTION jobq._field(job jsonb, at text, name text, kind text, nullable boolean)
+RETURNS text LANGUAGE plpgsql IMMUTABLE SET search_path = {path} AS $fn$
+DECLARE
+    v jsonb := job -> name;
+BEGIN
+    IF v IS NULL OR (jsonb_typeof(v) = 'null' AND nullable) THEN
+        RETURN NULL;
+    END IF;
+    IF kind = 'integer' THEN
+        IF jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]{{1,19}}$'
+           AND v::text::numeric BETWEEN -9223372036854775808 AND 9223372036854775807 THEN
+            RETURN v::text;
+        END IF;
+    ELSIF jsonb_typeof(v) = kind THEN
+        RETURN CASE WHEN kind = 'string' THEN v #>> '{{}}' ELSE v::text END;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = format('%s%s: must be %s %s', at, name,
+          CASE WHEN kind = 'integer' THEN 'an' ELSE 'a' END,
+          CASE kind WHEN 'object' THEN 'JSON object' ELSE kind END
+          || CASE WHEN nullable THEN ' or null' ELSE '' END),
+          HINT = 'the same rules as POST /v1/jobs/batch';
+END
+$fn$;
+
+-- A narrow int from a checked integer field: out-of-range values fail the range check.
+CREATE FUNCTION jobq._int(value text, at text, name text, low bigint, high bigint)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE SET search_path = {path} AS $fn$
+BEGIN
+    IF value IS NOT NULL AND value::bigint NOT BETWEEN low AND high THEN
+        RAISE EXCEPTION USING ERRCODE = 'JQ422',
+              MESSAGE = format('%s%s: must be %s to %s', at, name, low, high),
+              HINT = 'the same rules as POST /v1/jobs/batch';
+    END IF;
+    RETURN value::bigint;
+END
+$fn$;
+
+-- The batch: a JSON array of up to 1000 job objects with POST /v1/jobs/batch's fields, all
+-- or nothing; ids in input order (a repeat, or a key used twice in the array, answers the
+-- same id).
+CREATE FUNCTION jobq.enqueue_many(jobs jsonb)
+RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = {path} AS $fn$
+DECLARE
+    fields CONSTANT text[] := ARRAY['queue', 'type', 'payload', 'priority', 'delay_ms', 'run_at',
+                                    'max_attempts', 'idempotency_key'];
+    n integer;
+    i integer;
+    j jsonb;
+    at text;
+    extra text;
+    run_at_text text;
+    parsed jsonb[] := '{{}}';
+    p jsonb;
+    r record;
+    ids bigint[] := '{{}}';
+    added jsonb := '{{}}';
+BEGIN
+    IF jobs IS NULL OR jsonb_typeof(jobs) <> 'array' THEN
+        RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = 'jobs: must be a JSON array of job objects';
+    END IF;
+    n := jsonb_array_length(jobs);
+    IF n NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = 'jobs: must hold 1 to 1000 jobs';
+    END IF;
+    -- Check every job before enqueueing any, as the API validates the whole body first.
+    FOR i IN 0 .. n - 1 LOOP
+        j := jobs -> i;
+        at := format('jobs[%s].', i);
+        IF jsonb_typeof(j) <> 'object' THEN
+            RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = format('jobs[%s]: must be a JSON object', i);
+        END IF;
+        SELECT k INTO extra FROM jsonb_object_keys(j) AS k WHERE k <> ALL (fields) LIMIT 1;
+        IF extra IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'JQ422',
+                  MESSAGE = format('%s%s: unknown field', at, extra);
+        END IF;
+        IF NOT j ? 'type' THEN
+            RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = at || 'type: required';
+        END IF;
+        run_at_text := jobq._field(j, at, 'run_at', 'string', true);
+        IF run_at_text IS NOT NULL AND run_at_text !~ ('^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}[Tt ]'
+                || '[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}(\.[0-9]+)?([Zz]|[+-][0-9]{{2}}:[0-9]{{2}})$') THEN
+            RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = at || 'run_at: must be an RFC 3339 '
+                  'date-time string with an offset, such as 2030-01-01T00:00:00Z';
+        END IF;
+        p := jsonb_build_object(
+            'queue', coalesce(jobq._field(j, at, 'queue', 'string', false), 'default'),
+            'type', jobq._field(j, at, 'type', 'string', false),
+            'payload', coalesce(jobq._field(j, at, 'payload', 'object', false), '{{}}')::jsonb,
+            'priority', coalesce(jobq._int(jobq._field(j, at, 'priority', 'integer', false), at,
+                                           'priority', -2147483647, 2147483647), 0),
+            'delay_ms', jobq._int(jobq._field(j, at, 'delay_ms', 'integer', true), at,
+                                  'delay_ms', 0, 315360000000),
+            'run_at', upper(run_at_text),
+            'max_attempts', jobq._int(jobq._field(j, at, 'max_attempts', 'integer', true), at,
+                                      'max_attempts', 1, 10000),
+            'idempotency_key', jobq._field(j, at, 'idempotency_key', 'string', true));
+        PERFORM jobq._check(at, p ->> 'queue', p ->> 'type', p -> 'payload',
+                            (p ->> 'priority')::integer, (p ->> 'delay_ms')::bigint,
+                            (p ->> 'run_at')::timestamptz, (p ->> 'max_attempts')::integer,
+                            p ->> 'idempotency_key');
+        parsed := parsed || p;
+    END LOOP;
+    FOREACH p IN ARRAY parsed LOOP
+        SELECT * INTO r FROM jobq._insert(p ->> 'queue', p ->> 'type', p -> 'payload', (p ->> 'priority')::integer,
+                          (p ->> 'delay_ms')::bigint, (p ->> 'run_at')::timestamptz,
+                          (p ->> 'max_attempts')::integer, p ->> 'idempotency_key');
+        ids := ids || r.job_id;
+        IF r.created THEN
+            added := jsonb_set(added, ARRAY[p ->> 'queue'],
+                               to_jsonb(coalesce((added ->> (p ->> 'queue'))::integer, 0) + 1));
+        END IF;
+    END LOOP;
+    PERFORM jobq._notify(added);
+    RETURN ids;
+END
+$fn$;
+
+-- Functions are executable by PUBLIC unless revoked: only roles granted EXECUTE may enqueue.
+REVOKE ALL ON FUNCTION jobq.enqueue(text, text, jsonb, integer, bigint, timestamptz, integer, text),
+                       jobq.enqueue_many(jsonb), jobq._notify(jsonb),
+                       jobq._int(text, text, text, bigint, bigint),
+                       jobq._field(jsonb, text, text, text, boolean),
+                       jobq._insert(text, text, jsonb, integer, bigint, timestamptz, integer, text),
+                       jobq._check(text, text, text, jsonb, integer, bigint, timestamptz, integer, text)
+    FROM PUBLIC;
+"""
+
+DOWNGRADE = """
+DROP FUNCTION IF EXISTS jobq.enqueue_many(jsonb);
+DROP FUNCTION IF EXISTS jobq.enqueue(text, text, jsonb, integer, bigint, timestamptz, integer, text);
+DROP FUNCTION IF EXISTS jobq._int(text, text, text, bigint, bigint);
+DROP FUNCTION IF EXISTS jobq._field(jsonb, text, text, text, boolean);
+DROP FUNCTION IF EXISTS jobq._notify(jsonb);
+DROP FUNCTION IF EXISTS jobq._insert(text, text, jsonb, integer, bigint, timestamptz, integer, text);
+DROP FUNCTION IF EXISTS jobq._check(text, text, text, jsonb, integer, bigint, timestamptz, integer, text);
+DROP SCHEMA IF EXISTS jobq;
+"""
+
+
+def upgrade() -> None:
+    schema = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar()
+    op.execute(UPGRADE.format(path=f"{schema}, pg_temp"))
+
+
+def downgrade() -> None:
+    op.execute(DOWNGRADE)
