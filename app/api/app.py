@@ -34,6 +34,11 @@ DESCRIPTION = """
 A durable job queue over HTTP, on PostgreSQL. Producers enqueue with `POST /v1/jobs`;
 workers claim with bounded leases from `/v1/leases`, heartbeat, ack or fail.
 
+How it behaves (the job's life, leases and fencing, retries, limits, access, every error
+`code`, the guarantees), with a curl example per operation: the guide `openapi/GUIDE.md`,
+beside this document in the repository (installed with the package as
+`jobq/openapi/GUIDE.md`).
+
 Every 2xx that says a job was accepted means it is committed. Every 4xx and 5xx is
 `application/problem+json` (RFC 9457) with a `code`. Its `type` is `/problems/{code}`, a
 URI reference relative to the request's URL: this service answers it, without a token, with

@@ -177,8 +177,44 @@ def _msg(err: dict[str, Any]) -> str:
     return str(err.get("msg", "invalid")).removeprefix("Value error, ")
 
 
-def validation_problem(errors: list[dict[str, Any]]) -> Response:
-    items = [{"loc": _loc(err.get("loc", ())), "msg": _msg(err)} for err in errors]
+def _json_error(err: dict[str, Any], text: Any) -> dict[str, Any]:
+    """FastAPI reports a body that does not parse as ``loc: ["body", <offset>], msg: "JSON decode
+    error"``. Say where in words a person finds in an editor, and what the parser expected."""
+    pos = err.get("loc", ("body", 0))[-1]
+    what = str((err.get("ctx") or {}).get("error") or "not valid JSON")
+    what = what[:1].lower() + what[1:]
+    if not isinstance(pos, int) or not isinstance(text, str):
+        return {"loc": ["body"], "msg": f"invalid JSON: {what}"}
+    line = text.count("\n", 0, pos) + 1
+    column = pos - text.rfind("\n", 0, pos)  # 1-based, as the json module counts
+    return {"loc": ["body"], "msg": f"invalid JSON at line {line}, column {column}: {what}"}
+
+
+# pydantic's words for a body that is missing or not an object, said of the body as a whole.
+_WHOLE_BODY = {
+    "missing": "a JSON object body is required",
+    "model_attributes_type": "the body must be a JSON object ({...})",
+    "dict_type": "the body must be a JSON object ({...})",
+}
+
+
+def _not_json(content_type: str | None) -> dict[str, Any]:
+    sent = f"with content-type {content_type}" if content_type else "with no content-type"
+    return {"loc": ["body"], "msg": f"the body must be JSON sent with content-type: "
+                                    f"application/json; this one came {sent}"}
+
+
+def validation_problem(errors: list[dict[str, Any]], *, body: Any = None,
+                       content_type: str | None = None) -> Response:
+    """``body`` is what FastAPI read: the decoded text for a JSON syntax error, the raw bytes
+    when the content type was not JSON (FastAPI then validates the bytes, and its message,
+    "Input should be a valid dictionary", would hide the real mistake)."""
+    if isinstance(body, (bytes, bytearray)) and body.strip():
+        return validation_problem([_not_json(content_type)])
+    items = [_json_error(err, body) if err.get("type") == "json_invalid"
+             else {"loc": ["body"], "msg": _WHOLE_BODY[err["type"]]}
+             if tuple(err.get("loc", ())) == ("body",) and err.get("type") in _WHOLE_BODY
+             else {"loc": _loc(err.get("loc", ())), "msg": _msg(err)} for err in errors]
     detail = "; ".join(f"{'.'.join(map(str, i['loc']))}: {i['msg']}" for i in items[:5])
     return problem(422, "validation_error", "Validation error", detail or "invalid request",
                    errors=items)
@@ -222,8 +258,11 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, e.JobqError)
         return from_error(exc)
 
-    async def on_validation(_: Request, exc: Exception) -> Response:
+    async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, (RequestValidationError, ValidationError))
+        if isinstance(exc, RequestValidationError):
+            return validation_problem(list(exc.errors()), body=exc.body,
+                                      content_type=request.headers.get("content-type"))
         return validation_problem(list(exc.errors()))
 
     async def on_http(request: Request, exc: Exception) -> Response:

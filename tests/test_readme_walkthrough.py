@@ -1,0 +1,194 @@
+"""The README's curl sections, run as written (issue 15): the shell blocks are taken from
+README.md itself, not from a copy, and run with bash against a live ``jobq serve``.
+
+"A job's life with curl" runs twice against one database, as a user trying it again would:
+the ids and lease ids come from the answers (jq), so the second run must see the same status
+codes and statuses as the first. "Any language: a worker in curl and jq" runs as a worker
+against a few jobs, one of which its handler fails, and against a service that is down or
+answers errors, where it must pause rather than spin or exit."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, LiveServer, free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(autouse=True)
+def curl_and_jq() -> None:
+    """The README's shell needs both; a machine without them fails here, it does not skip."""
+    missing = [tool for tool in ("curl", "jq", "bash") if shutil.which(tool) is None]
+    assert not missing, f"the README's examples need {', '.join(missing)} installed"
+
+
+README = ROOT / "README.md"
+URL_LINE = "JOBQ=http://127.0.0.1:8000"
+
+
+def section(title: str) -> str:
+    """The shell blocks of one README section, in order, as one script."""
+    text = README.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    blocks = re.findall(r"^```sh\n(.*?)^```", text[start:end], re.S | re.M)
+    assert blocks, title
+    script = "\n".join(blocks)
+    assert script.count(URL_LINE) == 1, f"{title}: the URL is set once, by {URL_LINE!r}"
+    return script
+
+
+def pointed_at(script: str, url: str) -> str:
+    return script.replace(URL_LINE, f"JOBQ={url}")
+
+
+# What "A job's life with curl" answers, call by call (curl -w prints them on stderr; the -i
+# call prints its status line on stdout).
+CODES = [
+    "201",
+    "200",
+    "200",
+    "200",
+    "409",
+    "409",
+    "200",  # enqueue, claim, heartbeat, ack, fencing
+    "201",
+    "200",
+    "200",  # the failing job: enqueue, claim, fail
+    "200",
+    "200",
+    "200",
+    "200",
+    "200",  # second attempt, dead, listed, replayed, read
+    "200",
+    "200",  # the replayed job runs
+    "200",
+    "422",
+]  # the queue's max_depth, the malformed body
+
+
+def test_the_curl_walkthrough_runs_twice_on_one_database(live_server: LiveServer, tmp_path: Path) -> None:
+    script = pointed_at(section("A job's life with curl"), live_server.url)
+    for run in (1, 2):
+        out = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, (run, out.stdout, out.stderr)
+        assert out.stderr.split() == CODES, (run, out.stderr)
+        lines = out.stdout.splitlines()
+        expected = [
+            '{"status":"completed","result":{"sent":true}}',
+            '{"code":"lease_lost","already_completed":true}',
+            "lease_lost",
+            "completed",
+            '{"status":"failed","attempt":1,"last_error":"timeout talking to S3"}',
+            '{"status":"dead","attempt":2}',
+            "timeout talking to S3",
+            "still broken",
+            '{"replayed":1}',
+            '{"status":"pending","attempt":0}',
+            '{"status":"completed","attempt":1}',
+            "HTTP/1.1 429 Too Many Requests",
+            "body: invalid JSON at line 1, column 14: expecting ',' delimiter",
+        ]
+        at = 0
+        for want in expected:  # in this order, each on a line of its own
+            assert want in lines[at:], (run, want, out.stdout)
+            at = lines.index(want, at) + 1
+        assert any(re.fullmatch(r"retry-after: \d+", line.strip(), re.I) for line in lines), out.stdout
+        assert "dead" not in lines[-1]
+    # Both runs left nothing waiting or dead behind: two jobs per queue, all completed.
+    queues = httpx.get(f"{live_server.url}/v1/queues").json()["queues"]
+    counts = {q["name"]: q["counts"] for q in queues}
+    assert counts["email"]["completed"] == 2 and counts["reports"]["completed"] == 2, counts
+    assert sum(c["pending"] + c["failed"] + c["dead"] + c["running"] for c in counts.values()) == 0
+
+
+# --- the worker loop --------------------------------------------------------------------------
+
+
+def start_loop(url: str, log: Path) -> subprocess.Popen[bytes]:
+    script = pointed_at(section("Any language: a worker in curl and jq"), url)
+    # Its own process group, so that stopping it also stops the curl it is waiting in.
+    return subprocess.Popen(
+        ["bash", "-c", script], stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True
+    )
+
+
+def stop_loop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(10)
+
+
+def wait_until(predicate, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not (value := predicate()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.1)
+    return value
+
+
+def test_the_curl_worker_acks_and_fails_jobs(live_server: LiveServer, tmp_path: Path) -> None:
+    url = live_server.url
+    jobs = {
+        to: httpx.post(
+            f"{url}/v1/jobs", json={"queue": "email", "type": "email.welcome", "payload": {"to": to}, "max_attempts": 2}
+        ).json()["id"]
+        for to in ("ada@example.com", "nobody", "grace@example.com")
+    }
+    log = tmp_path / "worker.log"
+    proc = start_loop(url, log)
+    try:
+
+        def read(to: str) -> dict:  # type: ignore[type-arg]
+            return httpx.get(f"{url}/v1/jobs/{jobs[to]}").json()
+
+        # The bad address fails, is retried after its backoff (about a second), fails again
+        # and is dead, its two errors in words; the others complete with the loop's result.
+        dead = wait_until(lambda: (j := read("nobody"))["status"] == "dead" and j)
+        assert dead["attempt"] == 2
+        assert [(e["attempt"], e["kind"], e["error"]) for e in dead["errors"]] == [
+            (1, "failed", "not an address: nobody"),
+            (2, "failed", "not an address: nobody"),
+        ]
+        for to in ("ada@example.com", "grace@example.com"):
+            job = read(to)
+            assert job["status"] == "completed" and job["result"] == {"sent_to": to}, job
+            assert job["attempt"] == 1 and job["errors"] == []
+        assert proc.poll() is None, log.read_text()  # still serving
+    finally:
+        stop_loop(proc)
+
+
+def test_the_curl_worker_pauses_when_the_service_is_down_or_answers_an_error(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    # Down: a port nothing listens on (curl exits 7). An error: the service answers 404 to
+    # every call under a path it does not have.
+    cases = {
+        f"http://127.0.0.1:{free_port()}": "curl exit 7, HTTP 000",
+        f"{live_server.url}/nothing": "curl exit 0, HTTP 404",
+    }
+    for url, status in cases.items():
+        log = tmp_path / "worker.log"
+        proc = start_loop(url, log)
+        try:
+            wait_until(lambda: "pausing" in log.read_text())  # noqa: B023 - used at once
+            time.sleep(2)  # a spinning loop would write hundreds of lines meanwhile
+            assert proc.poll() is None, log.read_text()  # it waits, it does not exit
+        finally:
+            stop_loop(proc)
+        lines = log.read_text().splitlines()
+        assert 1 <= len(lines) <= 2, lines
+        assert all(status in line and "pausing" in line for line in lines), lines
