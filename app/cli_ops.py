@@ -154,8 +154,9 @@ def _client(url: str, token: str | None) -> Iterator[Client]:
         hint = "check JOBQ_TOKEN or --token" if given else "set JOBQ_TOKEN or pass --token"
         _fail(f"{exc} ({hint})", fields=_problem(exc))
     except ValidationError as exc:
-        # Each field the service refused, with why, in the option's spelling: one line.
-        _fail(f"refused: {_invalid(exc)}", code=2, fields=_problem(exc))
+        # Each field the service refused, with why, in the option's spelling: one line. Exit
+        # 1 as for any answer of the service (2 is for what the command line itself refuses).
+        _fail(f"refused: {_invalid(exc)}", fields=_problem(exc))
     except Forbidden as exc:
         _fail(f"{exc} (this token's role or queues do not allow it)", fields=_problem(exc))
     except APIError as exc:
