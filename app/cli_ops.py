@@ -330,6 +330,10 @@ def register(app: typer.Typer) -> None:
         """The dead-letter queue; alone, lists dead jobs (the same as `jobq dead list`)."""
         if ctx.invoked_subcommand is None:
             dead_list(queue, type, limit, every, cursor, url, token, as_json)
+        elif queue is not None or type is not None:
+            # `jobq dead --queue a purge` would otherwise purge with no filter at all.
+            _fail(f"--queue and --type go after the subcommand: jobq dead {ctx.invoked_subcommand} "
+                  "--queue ... --type ...", code=2)
 
     @dead_app.command("list")
     def dead_list(queue: Annotated[str | None, typer.Option()] = None,

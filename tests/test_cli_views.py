@@ -220,6 +220,9 @@ def test_dead_purge_without_a_filter_needs_yes_or_a_yes_at_the_terminal(
     assert declined.returncode == 1 and "Delete every dead job in every queue?" in declined.stderr
     assert "nothing purged" in declined.stderr and dead_count() == 3
 
+    line = one_line(jobq(live_server, "dead", "--queue", "a", "purge", "--yes"), 2)
+    assert "go after the subcommand: jobq dead purge --queue" in line, line  # not a purge of all
+    assert dead_count() == 3
     assert ok(jobq(live_server, "dead", "purge", "--queue", "a")).strip() == "purged 1"  # a filter
     assert dead_count() == 2
     accepted = at_terminal("y\n")
