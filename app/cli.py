@@ -352,12 +352,13 @@ def _error_line(message: str, code: int) -> int:
 
 
 def main() -> int:
-    from jobq import cli_ops, cli_tokens
+    from jobq import cli_help, cli_ops, cli_tokens
     from jobq.cli_ops import ClickException, NoArgsIsHelpError, UsageError
 
     cli_ops.register(app)
     cli_tokens.register(app)
     command = typer.main.get_command(app)
+    cli_help.tidy(command)
     try:
         # Not standalone: click's usage errors come back here instead of becoming rich's
         # multi-line panels, and typer's pretty traceback never prints.

@@ -37,9 +37,25 @@ except ImportError:  # pragma: no cover - depends on typer's version
         NoArgsIsHelpError as NoArgsIsHelpError,
     )
 from rich.console import Console
-from rich.table import Table
 
-from jobq.client import APIError, Client, Forbidden, JobqError, TransportError, Unauthorized
+from jobq.cli_format import (
+    job_details,
+    jobs_table,
+    queue_details,
+    queues_table,
+    schedule_details,
+    schedules_table,
+)
+from jobq.client import (
+    APIError,
+    Client,
+    Forbidden,
+    Job,
+    JobqError,
+    TransportError,
+    Unauthorized,
+    ValidationError,
+)
 from jobq.client._base import check_url
 
 Url = Annotated[str, typer.Option(envvar="JOBQ_URL", help="the service's base URL")]
@@ -137,6 +153,10 @@ def _client(url: str, token: str | None) -> Iterator[Client]:
         given = token if token is not None else os.environ.get("JOBQ_TOKEN")
         hint = "check JOBQ_TOKEN or --token" if given else "set JOBQ_TOKEN or pass --token"
         _fail(f"{exc} ({hint})", fields=_problem(exc))
+    except ValidationError as exc:
+        # Each field the service refused, with why, in the option's spelling: one line. Exit
+        # 1 as for any answer of the service (2 is for what the command line itself refuses).
+        _fail(f"refused: {_invalid(exc)}", fields=_problem(exc))
     except Forbidden as exc:
         _fail(f"{exc} (this token's role or queues do not allow it)", fields=_problem(exc))
     except APIError as exc:
@@ -145,28 +165,60 @@ def _client(url: str, token: str | None) -> Iterator[Client]:
         _fail(str(exc))
 
 
-def _jobs_table(jobs: list[Any]) -> Table:
-    table = Table("id", "queue", "type", "status", "attempt", "priority", "visible_at",
-                  "last_error")
-    for j in jobs:
-        table.add_row(j.id, j.queue, j.type, str(j.status.value if isinstance(j.status, Enum)
-                                                else j.status),
-                      f"{j.attempt}/{j.max_attempts}", str(j.priority),
-                      _plain(j.visible_at) or "", (j.last_error or "")[:60])
-    return table
+def _invalid(exc: ValidationError) -> str:
+    """``--lease-ms: Input should be less than or equal to 86400000; ...`` from a 422's
+    ``errors`` (a body field is named as the option that sets it)."""
+    parts = []
+    for err in exc.errors:
+        loc = [str(p) for p in err.get("loc") or [] if p not in ("body", "query", "path")]
+        where = "--" + loc[0].replace("_", "-") if len(loc) == 1 else ".".join(loc)
+        msg = str(err.get("msg") or "invalid").removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts) or str(exc)
 
 
 def _show_job(job: Any, as_json: bool) -> None:
     if as_json:
         _print_json(job)
     else:
-        console.print(_jobs_table([job]))
+        console.print(jobs_table([job], console.width))
+
+
+def _list_jobs(c: Client, *, queue: str | None, status: str | None, type_: str | None,
+               limit: int, every: bool, cursor: str | None) -> tuple[list[Job], str | None]:
+    """Follow the service's keyset pages until ``limit`` jobs (or all, with ``every``); the
+    cursor returned continues after the last job shown (None: there is nothing more)."""
+    found: list[Job] = []
+    while True:
+        want = MAX_PAGE if every else min(MAX_PAGE, limit - len(found))
+        page = c.list_jobs(queue=queue, status=status, type=type_, limit=want, cursor=cursor)
+        found.extend(page.jobs)
+        cursor = page.next_cursor
+        if cursor is None or (not every and len(found) >= limit):
+            return found, cursor
+
+
+def _print_jobs(found: list[Job], cursor: str | None, as_json: bool) -> None:
+    if as_json:
+        _print_json({"jobs": found, "next_cursor": cursor})
+        return
+    console.print(jobs_table(found, console.width))
+    if cursor is not None:
+        # On stderr: the table on stdout stays only the table.
+        typer.echo(f"({len(found)} shown; more with --limit, --all or --cursor {cursor})", err=True)
+
+
+MAX_PAGE = 1000  # the service's largest page (GET /v1/jobs?limit=)
+Limit = Annotated[int, typer.Option(min=1, help="how many jobs to show, newest first (pages as needed)")]
+Every = Annotated[bool, typer.Option("--all", help="every matching job, page after page")]
+Cursor = Annotated[str | None, typer.Option(help="start after this point (printed when more remain)")]
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def worker(
-        spec: Annotated[str, typer.Argument(help="module:attribute of a {type: handler} dict")],
+        spec: Annotated[str, typer.Argument(
+            help="module:attribute naming a dict that maps each job type to its handler")],
         queues: Annotated[str, typer.Option(help="comma-separated, tried in this order")] = "default",
         concurrency: Annotated[int, typer.Option(min=1, max=1000)] = 10,
         lease_ms: Annotated[int | None, typer.Option(min=100)] = None,
@@ -225,34 +277,31 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def job(job_id: str, url: Url = DEFAULT_URL, token: Token = None,
             as_json: AsJson = False) -> None:
-        """Show one job (with its error history)."""
+        """Show one job: payload, result, worker, times and every failed attempt."""
         with _client(url, token) as c:
             found = c.get(job_id)
         if as_json:
             _print_json(found)
             return
-        console.print(_jobs_table([found]))
-        for err in found.errors:
-            console.print(f"  attempt {err.attempt} {err.kind} at {_plain(err.at)}: "
-                          f"{err.error.splitlines()[0] if err.error else ''}", highlight=False)
+        console.print(job_details(found))
 
     @app.command()
     def jobs(
         queue: Annotated[str | None, typer.Option()] = None,
         status: Annotated[str | None, typer.Option()] = None,
         type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
-        limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+        limit: Limit = 100,
+        every: Every = False,
+        cursor: Cursor = None,
         url: Url = DEFAULT_URL,
         token: Token = None,
         as_json: AsJson = False,
     ) -> None:
-        """List jobs, newest first."""
+        """List jobs, newest first: id, queue, type, status, attempt and age."""
         with _client(url, token) as c:
-            page = c.list_jobs(queue=queue, status=status, type=type, limit=limit)
-        if as_json:
-            _print_json(page)
-        else:
-            console.print(_jobs_table(page.jobs))
+            found, more = _list_jobs(c, queue=queue, status=status, type_=type, limit=limit,
+                                     every=every, cursor=cursor)
+        _print_jobs(found, more, as_json)
 
     @app.command()
     def cancel(job_id: str, url: Url = DEFAULT_URL, token: Token = None,
@@ -268,21 +317,34 @@ def register(app: typer.Typer) -> None:
         with _client(url, token) as c:
             _show_job(c.retry(job_id), as_json)
 
-    dead_app = typer.Typer(help="The dead-letter queue.", no_args_is_help=True)
+    dead_app = typer.Typer(help="The dead-letter queue: list (the default), replay, purge.",
+                           invoke_without_command=True)
     app.add_typer(dead_app, name="dead")
+
+    @dead_app.callback()
+    def dead_default(ctx: typer.Context,
+                     queue: Annotated[str | None, typer.Option()] = None,
+                     type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
+                     limit: Limit = 100, every: Every = False, cursor: Cursor = None,
+                     url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
+        """The dead-letter queue; alone, lists dead jobs (the same as `jobq dead list`)."""
+        if ctx.invoked_subcommand is None:
+            dead_list(queue, type, limit, every, cursor, url, token, as_json)
+        elif queue is not None or type is not None:
+            # `jobq dead --queue a purge` would otherwise purge with no filter at all.
+            _fail(f"--queue and --type go after the subcommand: jobq dead {ctx.invoked_subcommand} "
+                  "--queue ... --type ...", code=2)
 
     @dead_app.command("list")
     def dead_list(queue: Annotated[str | None, typer.Option()] = None,
                   type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
-                  limit: Annotated[int, typer.Option(min=1, max=1000)] = 50,
+                  limit: Limit = 100, every: Every = False, cursor: Cursor = None,
                   url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
-        """List dead jobs."""
+        """List dead jobs, newest first."""
         with _client(url, token) as c:
-            page = c.list_jobs(queue=queue, status="dead", type=type, limit=limit)
-        if as_json:
-            _print_json(page)
-        else:
-            console.print(_jobs_table(page.jobs))
+            found, more = _list_jobs(c, queue=queue, status="dead", type_=type, limit=limit,
+                                     every=every, cursor=cursor)
+        _print_jobs(found, more, as_json)
 
     @dead_app.command("replay")
     def dead_replay(queue: Annotated[str | None, typer.Option()] = None,
@@ -298,8 +360,17 @@ def register(app: typer.Typer) -> None:
     def dead_purge(queue: Annotated[str | None, typer.Option()] = None,
                    type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
                    limit: Annotated[int | None, typer.Option(min=1)] = None,
+                   yes: Annotated[bool, typer.Option(
+                       "--yes", help="no question asked when no --queue or --type is given")] = False,
                    url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
-        """Delete matching dead jobs."""
+        """Delete matching dead jobs; with no --queue or --type, every dead job (asks first)."""
+        if queue is None and type is None and not yes:
+            what = f"the {limit} oldest dead jobs" if limit else "every dead job"
+            if not sys.stdin.isatty():
+                _fail(f"no --queue or --type: this would delete {what} in every queue; pass "
+                      "--yes to confirm (there is no terminal to ask)", code=2)
+            if not typer.confirm(f"Delete {what} in every queue?", default=False, err=True):
+                _fail("nothing purged", code=1)
         with _client(url, token) as c:
             n = c.purge_dead(queue=queue, type=type, limit=limit)
         _print_json({"purged": n}) if as_json else console.print(f"purged {n}")
@@ -318,29 +389,29 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _print_json({"queues": found})
             return
-        table = Table("queue", "pending", "running", "failed", "completed", "dead", "cancelled",
-                      "oldest waiting", "paused")
-        for q in found:
-            k = q.counts
-            lag = "" if q.oldest_waiting_ms is None else f"{q.oldest_waiting_ms / 1000:.1f}s"
-            table.add_row(q.name, str(k.pending), str(k.running), str(k.failed),
-                          str(k.completed), str(k.dead), str(k.cancelled), lag,
-                          "yes" if q.settings.paused else "")
-        console.print(table)
+        console.print(queues_table(found, console.width))
 
     @queues_app.command("set")
     def queues_set(
-        name: str,
-        max_depth: Annotated[int | None, typer.Option(min=0)] = None,
-        paused: Annotated[bool | None, typer.Option("--paused/--resumed")] = None,
-        lease_ms: Annotated[int | None, typer.Option(min=100)] = None,
-        max_attempts: Annotated[int | None, typer.Option(min=1)] = None,
-        backoff_base_ms: Annotated[int | None, typer.Option(min=0)] = None,
-        backoff_max_ms: Annotated[int | None, typer.Option(min=0)] = None,
-        max_lease_expiries: Annotated[int | None, typer.Option(min=1)] = None,
-        aging_ms: Annotated[int | None, typer.Option(min=1)] = None,
-        max_running: Annotated[int | None, typer.Option(min=0)] = None,
-        retention_ms: Annotated[int | None, typer.Option(min=0)] = None,
+        name: Annotated[str, typer.Argument(help="the queue (created if it does not exist)")],
+        max_depth: Annotated[int | None, typer.Option(
+            min=0, help="waiting jobs allowed; more are refused with queue_full")] = None,
+        paused: Annotated[bool | None, typer.Option(
+            "--paused/--resumed", help="stop or restart handing out its jobs")] = None,
+        lease_ms: Annotated[int | None, typer.Option(min=100, help="lease length given to workers")] = None,
+        max_attempts: Annotated[int | None, typer.Option(min=1, help="attempts before a job is dead")] = None,
+        backoff_base_ms: Annotated[int | None, typer.Option(min=0, help="first retry delay")] = None,
+        backoff_max_ms: Annotated[int | None, typer.Option(min=0, help="longest retry delay")] = None,
+        max_lease_expiries: Annotated[int | None, typer.Option(
+            min=1, help="expired leases before a job is dead (a poison pill)")] = None,
+        aging_ms: Annotated[int | None, typer.Option(
+            min=1, help="waiting this long raises a job one priority level")] = None,
+        max_running: Annotated[int | None, typer.Option(
+            min=0, help="jobs running at once across all workers")] = None,
+        retention_ms: Annotated[int | None, typer.Option(
+            min=0, help="keep completed and cancelled jobs this long")] = None,
+        dead_retention_ms: Annotated[int | None, typer.Option(
+            min=0, help="keep dead jobs this long")] = None,
         clear: Annotated[list[str] | None, typer.Option(
             help="set a nullable setting to null (no limit): max_depth, aging_ms, max_running")
         ] = None,
@@ -348,12 +419,13 @@ def register(app: typer.Typer) -> None:
         token: Token = None,
         as_json: AsJson = False,
     ) -> None:
-        """Change a queue's settings (only those given)."""
+        """Change a queue's settings (only those given) and show them all."""
         given = {k: v for k, v in {
             "max_depth": max_depth, "paused": paused, "lease_ms": lease_ms,
             "max_attempts": max_attempts, "backoff_base_ms": backoff_base_ms,
             "backoff_max_ms": backoff_max_ms, "max_lease_expiries": max_lease_expiries,
             "aging_ms": aging_ms, "max_running": max_running, "retention_ms": retention_ms,
+            "dead_retention_ms": dead_retention_ms,
         }.items() if v is not None}
         for name_ in clear or []:
             given[name_] = None
@@ -362,23 +434,14 @@ def register(app: typer.Typer) -> None:
         if as_json:
             _print_json(q)
         else:
-            console.print(f"{q.name}: {json.dumps(_plain(q.settings))}", highlight=False)
+            console.print(queue_details(q))
 
     schedules_app = typer.Typer(help="Recurring jobs: cron schedules (admin only).",
                                 invoke_without_command=True)
     app.add_typer(schedules_app, name="schedules")
 
-    def _schedules_table(found: list[Any]) -> Table:
-        table = Table("name", "cron", "timezone", "misfire", "enabled", "queue", "type",
-                      "next fire", "last fired", "last job")
-        for s in found:
-            table.add_row(s.name, s.cron, s.timezone, s.misfire or "", "yes" if s.enabled else "no",
-                          s.job.queue or "", s.job.type, _plain(s.next_fire_at) or "",
-                          _plain(s.last_fired_at) or "", s.last_job_id or "")
-        return table
-
     def _show_schedule(s: Any, as_json: bool) -> None:
-        _print_json(s) if as_json else console.print(_schedules_table([s]))
+        _print_json(s) if as_json else console.print(schedule_details(s))
 
     @schedules_app.callback()
     def schedules_default(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
@@ -392,7 +455,7 @@ def register(app: typer.Typer) -> None:
         """List every schedule with its next and last fire."""
         with _client(url, token) as c:
             found = c.list_schedules()
-        _print_json({"schedules": found}) if as_json else console.print(_schedules_table(found))
+        _print_json({"schedules": found}) if as_json else console.print(schedules_table(found, console.width))
 
     @schedules_app.command("get")
     def schedules_get(name: str, url: Url = DEFAULT_URL, token: Token = None,

@@ -163,7 +163,9 @@ class JobPublic(BaseModel):
     locked_until: datetime | None
     worker_id: str | None
     completed_at: datetime | None = Field(description="when the job reached a final status")
-    last_error: str | None
+    last_error: str | None = Field(
+        description="the latest failure of a job not completed (null once it completes; "
+                    "`errors` keeps the history)")
     errors: list[JobError]
     result: Any = None
 

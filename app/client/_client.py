@@ -266,6 +266,8 @@ class Client:
         max_lease_expiries: int | _Unset = UNSET,
         aging_ms: int | None | _Unset = UNSET,
         max_running: int | None | _Unset = UNSET,
+        retention_ms: int | _Unset = UNSET,
+        dead_retention_ms: int | _Unset = UNSET,
         extra: Mapping[str, Any] | None = None,
     ) -> Queue:
         """Change the settings given; ``None`` means "no limit" / "off" where allowed.
@@ -281,6 +283,8 @@ class Client:
                 "max_lease_expiries": max_lease_expiries,
                 "aging_ms": aging_ms,
                 "max_running": max_running,
+                "retention_ms": retention_ms,
+                "dead_retention_ms": dead_retention_ms,
             }
         )
         body.update(extra or {})

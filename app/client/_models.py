@@ -196,7 +196,7 @@ class AckResult:
 
 _SETTINGS_FIELDS = frozenset(
     "max_depth paused lease_ms max_attempts backoff_base_ms backoff_max_ms max_lease_expiries "
-    "aging_ms max_running".split()
+    "aging_ms max_running retention_ms dead_retention_ms".split()
 )
 
 
@@ -213,6 +213,8 @@ class QueueSettings:
     max_lease_expiries: int | None = None
     aging_ms: int | None = None
     max_running: int | None = None
+    retention_ms: int | None = None  # completed and cancelled jobs are deleted this long after
+    dead_retention_ms: int | None = None  # dead jobs are deleted this long after they died
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -179,8 +179,10 @@ RETURNING locked_until;
 
 -- name: LeaseAck
 -- Complete the job of a lease still held (an expired lease not yet reaped still counts).
+-- last_error is cleared: a completed job has no current error (earlier ones stay in errors).
 UPDATE jobs
-   SET status = 'completed', result = %(result)s::jsonb, completed_at = now(), locked_until = NULL
+   SET status = 'completed', result = %(result)s::jsonb, completed_at = now(), locked_until = NULL,
+       last_error = NULL
  WHERE id = %(job_id)s AND lease_token = %(token)s AND (status = 'running') IS TRUE
    AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
 RETURNING *;
@@ -188,7 +190,8 @@ RETURNING *;
 -- name: LeaseAckMany
 -- Complete the jobs of many held leases in one statement; returns the leases that won.
 UPDATE jobs j
-   SET status = 'completed', result = a.result, completed_at = now(), locked_until = NULL
+   SET status = 'completed', result = a.result, completed_at = now(), locked_until = NULL,
+       last_error = NULL  -- as LeaseAck: the history stays in errors
   FROM jsonb_to_recordset(%(acks)s::jsonb) AS a(job_id bigint, token bigint, result jsonb)
  WHERE j.id = a.job_id AND j.lease_token = a.token AND (j.status = 'running') IS TRUE
    AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
