@@ -357,6 +357,7 @@ def main() -> int:
 
     cli_ops.register(app)
     cli_tokens.register(app)
+    __import__("jobq.cli_topics", fromlist=["register"]).register(app)  # jobq topics ...
     command = typer.main.get_command(app)
     try:
         # Not standalone: click's usage errors come back here instead of becoming rich's

@@ -49,6 +49,8 @@ from jobq.client._models import (
     QueueSettings,
     Schedule,
     ScheduleJob,
+    Subscription,
+    Topic,
 )
 
 __all__ = [
@@ -80,6 +82,8 @@ __all__ = [
     "Schedule",
     "ScheduleJob",
     "ServerError",
+    "Subscription",
+    "Topic",
     "TransportError",
     "UNSET",
     "Unauthorized",
