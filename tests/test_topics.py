@@ -110,7 +110,7 @@ async def test_republish_with_the_same_key_returns_the_same_jobs(client: httpx.A
     body = {"type": "order.placed", "payload": {"order_id": 7}, "idempotency_key": "order-7"}
     first = await client.post("/v1/topics/orders.placed/publish", json=body)
     assert first.status_code == 201
-    assert {j["idempotency_key"] for j in first.json()["jobs"]} == {"topic:orders.placed:order-7"}
+    assert {j["idempotency_key"] for j in first.json()["jobs"]} == {"topic:orders.placed/order-7"}
     again = await client.post("/v1/topics/orders.placed/publish", json=body)
     assert again.status_code == 200, again.text
     assert again.json() == first.json()
@@ -129,6 +129,16 @@ async def test_republish_with_the_same_key_returns_the_same_jobs(client: httpx.A
     # the key of a publish does not collide with the same key used directly in a queue
     r = await client.post("/v1/jobs", json={"type": "t", "queue": "emails", "idempotency_key": "order-7"})
     assert r.status_code == 201
+
+
+async def test_keys_of_two_topics_never_meet_in_a_queue(client: httpx.AsyncClient) -> None:
+    # "a" with key "b:c" and "a:b" with key "c" are two publishes, whatever the separator
+    await subscribe(client, "a", "q")
+    await subscribe(client, "a:b", "q")
+    one = await client.post("/v1/topics/a/publish", json={"type": "t", "idempotency_key": "b:c"})
+    two = await client.post("/v1/topics/a:b/publish", json={"type": "t", "idempotency_key": "c"})
+    assert one.status_code == two.status_code == 201, two.text
+    assert one.json()["jobs"][0]["id"] != two.json()["jobs"][0]["id"]
 
 
 async def test_a_topic_without_subscriptions_publishes_nothing_successfully(client: httpx.AsyncClient) -> None:

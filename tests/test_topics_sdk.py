@@ -54,6 +54,8 @@ def test_sync_sdk_round_trip(live_server: LiveServer) -> None:
     text = httpx.get(live_server.url + "/metrics").text
     counted = [ln for ln in text.splitlines() if ln.startswith('jobq_topic_publishes_total{topic="orders.placed"}')]
     assert counted and float(counted[0].split()[-1]) == 2  # the refused publish does not count
+    # nor does one to a topic nobody subscribed to: any name a producer sends is no series
+    assert "nobody.listens" not in text
 
 
 async def test_async_sdk_round_trip(live_server: LiveServer) -> None:

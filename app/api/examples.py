@@ -54,7 +54,7 @@ _SUBS = [{"queue": "billing", "type": "invoice.create", "created_at": _AT},
 _TOPIC = {"name": "orders.placed", "subscriptions": _SUBS}
 _PUBLISHED = {"topic": "orders.placed", "jobs": [
     _job(id=str(2001 + i), queue=s["queue"], type=s["type"] or "order.placed",
-         payload={"order_id": 7}, max_attempts=25, idempotency_key="topic:orders.placed:order-7")
+         payload={"order_id": 7}, max_attempts=25, idempotency_key="topic:orders.placed/order-7")
     for i, s in enumerate(_SUBS)]}
 
 # operationId -> request body example (only for operations that take a body)

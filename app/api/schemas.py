@@ -510,7 +510,7 @@ class TopicPublish(Strict):
     max_attempts: Annotated[int, Field(ge=1, le=10_000)] | None = Field(
         default=None, description="default: each queue's own max_attempts")
     idempotency_key: Text255 | None = Field(
-        default=None, description="each job gets `topic:{topic}:{key}`, unique in its queue")
+        default=None, description="each job gets `topic:{topic}/{key}`, unique in its queue")
 
     @model_validator(mode="after")
     def _one_schedule(self) -> TopicPublish:

@@ -34,9 +34,9 @@ SCHEDULE_LAG = Gauge("jobq_schedule_last_fire_lag_seconds", "How late the last f
                      "enqueued after its fire time", ["schedule"], multiprocess_mode="mostrecent")
 
 
-TOPIC_PUBLISHES = Counter("jobq_topic_publishes_total", "Publishes to a topic that committed "
-                          "(each enqueues one job per subscribed queue; replays count too)",
-                          ["topic"])
+TOPIC_PUBLISHES = Counter("jobq_topic_publishes_total", "Publishes that committed, to a topic "
+                          "with subscriptions (each enqueues one job per subscribed queue; "
+                          "replays count too)", ["topic"])
 
 
 def topic_published(topic: str) -> None:

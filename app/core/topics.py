@@ -9,7 +9,7 @@ queue outside the token's pattern, a conflicting key) rolls all of it back.
 
 Each job is an ordinary job of its queue, with that queue's retries and dead-letter
 handling. A publish with an ``idempotency_key`` gives each job the key
-``topic:{topic}:{key}``; keys are unique per queue, so each subscribed queue holds at most
+``topic:{topic}/{key}``; keys are unique per queue, so each subscribed queue holds at most
 one job per publish key, and a repeated publish answers the jobs of the first.
 """
 
@@ -53,8 +53,11 @@ class Published:
 
 
 def job_key(topic: str, key: str) -> str:
-    """The idempotency key each job of a publish carries (unique per queue, like any key)."""
-    return f"topic:{topic}:{key}"
+    """The idempotency key each job of a publish carries (unique per queue, like any key).
+    A topic name holds no "/", so two topics' keys never read the same: topics "a" and
+    "a:b" could not be told apart with a ":" ("topic:a:b:c" is "a" with "b:c", or "a:b"
+    with "c")."""
+    return f"topic:{topic}/{key}"
 
 
 def _subscription(row: Row) -> Subscription:
@@ -111,5 +114,6 @@ async def publish(ctx: Context, topic: str, job: NewJob, allow: Callable[[list[s
         ]
         results, created = await enq.insert_many(ctx, conn, jobs)
     enq.announce(ctx, created)
-    counters.topic_published(topic)
+    if subs:  # topics with subscriptions only: those an admin made, not any name sent
+        counters.topic_published(topic)
     return Published(results)

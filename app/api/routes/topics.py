@@ -125,7 +125,7 @@ async def publish_topic(
     enqueues nothing and answers `200` with `jobs: []`, as SNS does for a topic nobody
     subscribed to. The caller's token must cover every subscribed queue (else `403`, and
     nothing is enqueued); a subscribed queue at its `max_depth` refuses the whole publish
-    (`429`). With `idempotency_key` each job's key is `topic:{topic}:{key}`: a repeated
+    (`429`). With `idempotency_key` each job's key is `topic:{topic}/{key}`: a repeated
     publish answers `200` with the same jobs and enqueues nothing (but a queue subscribed
     since gets its job, and the answer is then `201`)."""
     out = await core.publish(
