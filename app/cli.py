@@ -352,11 +352,12 @@ def _error_line(message: str, code: int) -> int:
 
 
 def main() -> int:
-    from jobq import cli_help, cli_ops, cli_tokens
+    from jobq import cli_help, cli_ops, cli_tokens, cli_topics
     from jobq.cli_ops import ClickException, NoArgsIsHelpError, UsageError
 
     cli_ops.register(app)
     cli_tokens.register(app)
+    cli_topics.register(app)
     command = typer.main.get_command(app)
     cli_help.tidy(command)
     try:

@@ -128,6 +128,7 @@ class World:
                 "SELECT q::text FROM queues q ORDER BY name",
                 "SELECT t::text FROM tokens t ORDER BY id",
                 "SELECT s::text FROM schedules s ORDER BY name",
+                "SELECT s::text FROM topic_subscriptions s ORDER BY topic, queue",
             )]
 
 
@@ -225,6 +226,13 @@ async def _schedule(w: World, q: str, method: str, body: Any = None) -> Call:
     return Call(method, f"/v1/schedules/{name}", json=body, kind="global")
 
 
+async def _topic(w: World, q: str, method: str, path: str = "", body: Any = None,
+                 kind: str = "global") -> Call:
+    topic = w.unique("topic")
+    await w.setup("PUT", f"/v1/topics/{topic}/subscriptions/{q}")
+    return Call(method, f"/v1/topics/{topic}{path.format(q=q)}", json=body, kind=kind)
+
+
 # One builder per route name. A route missing here fails test_every_route_has_a_builder_and_a_rule
 # and its own matrix case.
 BUILDERS: dict[str, Builder] = {
@@ -258,6 +266,13 @@ BUILDERS: dict[str, Builder] = {
         **_SCHEDULE, "job": {"type": "t", "queue": q}}, kind="global")),
     "patch_schedule": lambda w, q: _schedule(w, q, "PATCH", {"enabled": False}),
     "delete_schedule": lambda w, q: _schedule(w, q, "DELETE"),
+    "list_topics": lambda w, q: _static("/v1/topics"),
+    "get_topic": lambda w, q: _topic(w, q, "GET"),
+    "subscribe_queue": lambda w, q: _call(Call("PUT", f"/v1/topics/{w.unique('topic')}/subscriptions/{q}",
+                                               json={"type": "t"}, kind="global")),
+    "unsubscribe_queue": lambda w, q: _topic(w, q, "DELETE", "/subscriptions/{q}"),
+    # a publish names the topic's queues: out of scope is a 403, as for an enqueue
+    "publish_topic": lambda w, q: _topic(w, q, "POST", "/publish", {"type": "t"}, kind="names"),
     "get_metrics": lambda w, q: _static("/metrics"),
     "create_token": _create_token,
     "list_tokens": lambda w, q: _static("/v1/tokens"),
@@ -284,11 +299,13 @@ def test_rules_say_what_the_issue_says() -> None:
     """Written out from the issue, not from RULES: producer enqueues and reads jobs of its
     queues; worker claims, heartbeats, acks and fails; admin everything, with /metrics and
     token management for an admin of every queue only."""
-    producer = {"create_job", "create_jobs", "list_jobs", "get_job"}
+    producer = {"create_job", "create_jobs", "list_jobs", "get_job", "publish_topic"}
     worker = {"claim", "heartbeat", "ack", "ack_many", "fail"}
     all_queues = {"get_metrics", "create_token", "list_tokens", "revoke_token",
                   # schedules: an admin's (issue 13), of every queue (the names are one namespace)
-                  "list_schedules", "get_schedule", "put_schedule", "patch_schedule", "delete_schedule"}
+                  "list_schedules", "get_schedule", "put_schedule", "patch_schedule", "delete_schedule",
+                  # topics (issue 17): one namespace too; publishing is a producer's
+                  "list_topics", "get_topic", "subscribe_queue", "unsubscribe_queue"}
     public = {"healthz", "readyz", "problem_page"}
     for name, rule in access.RULES.items():
         want_roles = ({Role.PRODUCER} if name in producer else set()) | (

@@ -255,6 +255,8 @@ VALUES_FOR: dict[str, dict[str, Any]] = {
     "ScheduleUpsert": {"name": "s", "cron": "* * * * *", "timezone": "UTC", "misfire": "skip",
                        "enabled": True, "job_queue": BIG, "job_type": "t", "job_payload": "{}",
                        "job_priority": 0},
+    # a subscription's topic is NOT NULL; its queue is the big one
+    "TopicSubscribe": {"topic": "orders.placed"},
 }
 
 

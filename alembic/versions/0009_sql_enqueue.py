@@ -22,14 +22,14 @@ live in, read at migration time), so an application role needs only USAGE on sch
 EXECUTE on them; EXECUTE is revoked from PUBLIC.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-04
 """
 
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

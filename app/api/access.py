@@ -90,6 +90,13 @@ RULES: dict[str, Rule] = {
     "put_schedule": ADMIN_ALL_QUEUES,
     "patch_schedule": ADMIN_ALL_QUEUES,
     "delete_schedule": ADMIN_ALL_QUEUES,
+    # Topics, likewise one namespace for every queue; publishing is a producer's, and the
+    # route checks the token covers every subscribed queue.
+    "list_topics": ADMIN_ALL_QUEUES,
+    "get_topic": ADMIN_ALL_QUEUES,
+    "subscribe_queue": ADMIN_ALL_QUEUES,
+    "unsubscribe_queue": ADMIN_ALL_QUEUES,
+    "publish_topic": PRODUCER,
     "get_metrics": ADMIN_ALL_QUEUES,
     "create_token": ADMIN_ALL_QUEUES,
     "list_tokens": ADMIN_ALL_QUEUES,

@@ -48,6 +48,15 @@ _QUEUE = {"name": "emails", "settings": _SETTINGS,
 _TOKEN = {"id": "tok_3f2a", "name": "billing workers", "role": "worker", "queues": "billing.*",
           "created_at": _AT, "revoked_at": None}
 
+_SUBS = [{"queue": "billing", "type": "invoice.create", "created_at": _AT},
+         {"queue": "emails", "type": None, "created_at": _AT},
+         {"queue": "search", "type": None, "created_at": _AT}]
+_TOPIC = {"name": "orders.placed", "subscriptions": _SUBS}
+_PUBLISHED = {"topic": "orders.placed", "jobs": [
+    _job(id=str(2001 + i), queue=s["queue"], type=s["type"] or "order.placed",
+         payload={"order_id": 7}, max_attempts=25, idempotency_key="topic:orders.placed/order-7")
+    for i, s in enumerate(_SUBS)]}
+
 # operationId -> request body example (only for operations that take a body)
 REQUESTS: dict[str, Any] = {
     "create_job": {"type": "email.welcome", "queue": "emails", "payload": {"user_id": 7, "locale": "en"},
@@ -65,6 +74,8 @@ REQUESTS: dict[str, Any] = {
     "patch_queue": {"max_depth": 10000, "paused": False, "max_attempts": 5},
     "replay_dead": {"queue": "emails", "type": "email.welcome", "limit": 100},
     "create_token": {"role": "worker", "queues": "billing.*", "name": "billing workers"},
+    "publish_topic": {"type": "order.placed", "payload": {"order_id": 7},
+                      "idempotency_key": "order-7"},
 }
 
 # operationId -> {status: answer example}
@@ -99,6 +110,11 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "get_schedule": {"200": _SCHEDULE},
     "put_schedule": {"201": _SCHEDULE, "200": _SCHEDULE},
     "patch_schedule": {"200": _SCHEDULE},
+    "list_topics": {"200": {"topics": [_TOPIC]}},
+    "get_topic": {"200": _TOPIC},
+    "subscribe_queue": {"201": {"topic": "orders.placed", **_SUBS[0]},
+                        "200": {"topic": "orders.placed", **_SUBS[0]}},
+    "publish_topic": {"201": _PUBLISHED, "200": _PUBLISHED},
     "healthz": {"200": {"status": "ok"}},
     "readyz": {"200": {"status": "ready", "schema": head_revision()}},
 }
@@ -155,7 +171,8 @@ def _detail(code: str, method: str, path: str) -> str:
         "validation_error": "body.type: Field required",
         "not_found": "no such " + ("lease" if "/leases/" in path else "job" if "/jobs/" in path
                                    else "queue" if "/queues/" in path else "token"
-                                   if "/tokens/" in path else "schedule"),
+                                   if "/tokens/" in path else "subscription" if "/topics/" in path
+                                   else "schedule"),
         "lease_lost": "the lease 1042.1 is no longer the job's: it expired or the job moved on",
         "invalid_state": "job 1042 is completed: this call does not apply to it",
         "idempotency_conflict": "idempotency_key 'signup-7' was used for another body",

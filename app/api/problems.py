@@ -50,7 +50,8 @@ KINDS: dict[str, Kind] = {
         "Fix the request as `errors[]` says; sending it again unchanged gives the same answer."),
     "not_found": Kind(
         "Not found", (404,),
-        "No such job, lease, queue, schedule or token, or one of a queue outside the access "
+        "No such job, lease, queue, schedule, token or topic subscription, or one of a queue "
+        "outside the access "
         "token's queue pattern (answered as if absent, so that a token learns nothing about "
         "other tenants).",
         "Check the id or name. A job stays readable until its retention ends; a lease id is "
@@ -77,7 +78,7 @@ KINDS: dict[str, Kind] = {
     "queue_full": Kind(
         "Queue full", (429,),
         "The queue holds its `max_depth` of waiting jobs; nothing was enqueued (a batch: none "
-        "of its jobs).",
+        "of its jobs; a topic publish: no job in any of the topic's queues).",
         "Wait the `Retry-After` seconds and send it again, or raise the queue's `max_depth` "
         "(`PATCH /v1/queues/{name}`)."),
     "unauthorized": Kind(
@@ -89,7 +90,8 @@ KINDS: dict[str, Kind] = {
     "forbidden": Kind(
         "Forbidden", (403,),
         "The token is valid but its role may not make this call, or a queue the request names "
-        "is outside the token's queue pattern.",
+        "(for a topic publish: a queue subscribed to the topic) is outside the token's queue "
+        "pattern.",
         "Use a token of a role the operation admits (each operation in the OpenAPI document "
         "says which), for the queues it names."),
     "payload_too_large": Kind(

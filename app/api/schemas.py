@@ -481,3 +481,73 @@ class SchedulePublic(BaseModel):
 
 class ScheduleList(BaseModel):
     schedules: list[SchedulePublic]
+
+
+# Fan-out topics (routes/topics.py). A topic's name obeys a queue name's rules.
+TopicName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"),
+    Field(description="1 to 128 of letters, digits and _ . : - (starting with a letter or digit)",
+          examples=["orders.placed"]),
+]
+
+
+class SubscriptionPut(Strict):
+    type: Text255 | None = Field(
+        default=None, description="the job type this queue's jobs get in place of the "
+        "published one; null or absent: the published type")
+
+
+class TopicPublish(Strict):
+    """``JobCreate`` without ``queue``: the topic's subscriptions name the queues.
+    tests/test_topics.py holds the two to the same fields."""
+
+    type: Text255 = Field(examples=["order.placed"])
+    payload: Payload = Field(default_factory=dict)
+    priority: Priority = 0
+    delay_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = Field(
+        default=None, description="at most 10 years; longer delays are refused (422)")
+    run_at: Timestamp | None = Field(
+        default=None, description="RFC 3339 with an offset, within years 1 to 9999 in UTC")
+    max_attempts: Annotated[int, Field(ge=1, le=10_000)] | None = Field(
+        default=None, description="default: each queue's own max_attempts")
+    idempotency_key: Text255 | None = Field(
+        default=None, description="each job gets `topic:{topic}/{key}`, unique in its queue")
+
+    @model_validator(mode="after")
+    def _one_schedule(self) -> TopicPublish:
+        if self.delay_ms is not None and self.run_at is not None:
+            raise ValueError("give one of delay_ms and run_at, not both")
+        return self
+
+    def to_domain(self) -> d.NewJob:
+        # queue: filled in per subscription (core/topics.py)
+        return d.NewJob(
+            type=self.type, payload=self.payload, priority=self.priority,
+            delay_ms=self.delay_ms, run_at=self.run_at, max_attempts=self.max_attempts,
+            idempotency_key=self.idempotency_key,
+        )
+
+
+class TopicSubscriptionPublic(BaseModel):
+    queue: str
+    type: str | None = Field(description="null: jobs keep the published type")
+    created_at: datetime
+
+
+class SubscriptionPublic(TopicSubscriptionPublic):
+    topic: str
+
+
+class TopicPublic(BaseModel):
+    name: str
+    subscriptions: list[TopicSubscriptionPublic] = Field(description="by queue name")
+
+
+class TopicList(BaseModel):
+    topics: list[TopicPublic]
+
+
+class PublishPublic(BaseModel):
+    topic: str
+    jobs: list[JobPublic] = Field(description="one per subscribed queue, by queue name")

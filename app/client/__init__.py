@@ -49,6 +49,8 @@ from jobq.client._models import (
     QueueSettings,
     Schedule,
     ScheduleJob,
+    Subscription,
+    Topic,
 )
 from jobq.client._sql import (
     aenqueue_in_transaction,
@@ -86,6 +88,8 @@ __all__ = [
     "Schedule",
     "ScheduleJob",
     "ServerError",
+    "Subscription",
+    "Topic",
     "TransportError",
     "UNSET",
     "Unauthorized",

@@ -23,6 +23,8 @@ from jobq.client._models import (
     NewJob,
     Queue,
     Schedule,
+    Subscription,
+    Topic,
     parse_time,
 )
 from jobq.client._transport import default_async_transport
@@ -360,6 +362,58 @@ class AsyncClient:
 
     async def delete_schedule(self, name: str) -> None:
         await self._request("DELETE", b.path("schedules", name))
+
+    # Topics
+
+    async def publish(
+        self,
+        topic: str,
+        type: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        priority: int | None = None,
+        delay: Duration | None = None,
+        run_at: datetime | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[Job]:
+        """Enqueue one job in every queue subscribed to ``topic``, in one transaction: all
+        or none (``QueueFull`` if any of those queues is full, ``Forbidden`` if the token
+        misses one). Returns the jobs, by queue name; none for a topic without
+        subscriptions. With ``idempotency_key`` a repeat returns the same jobs."""
+        job = NewJob(
+            type=type,
+            payload=dict(payload) if payload is not None else None,
+            priority=priority,
+            delay=delay,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+        )
+        data = await self._request(
+            "POST", b.path("topics", topic, "publish"), body=b.publish_body(job)
+        )
+        return [Job.from_json(j) for j in data["jobs"]]
+
+    async def subscribe(self, topic: str, queue: str, type: str | None = None) -> Subscription:
+        """Subscribe ``queue`` to ``topic`` (or replace its ``type`` override)."""
+        body = {"type": type} if type is not None else {}
+        data = await self._request(
+            "PUT", b.path("topics", topic, "subscriptions", queue), body=body
+        )
+        return Subscription.from_json(data, topic)
+
+    async def unsubscribe(self, topic: str, queue: str) -> None:
+        """``NotFound`` if ``queue`` is not subscribed to ``topic``."""
+        await self._request("DELETE", b.path("topics", topic, "subscriptions", queue))
+
+    async def list_topics(self) -> list[Topic]:
+        data = await self._request("GET", b.path("topics"))
+        return [Topic.from_json(t) for t in data["topics"]]
+
+    async def get_topic(self, topic: str) -> Topic:
+        """A topic nobody subscribed to comes back with no subscriptions."""
+        return Topic.from_json(await self._request("GET", b.path("topics", topic)), topic)
 
     # Workers
 

@@ -90,6 +90,13 @@ def job_body(job: NewJob) -> dict[str, Any]:
     return body
 
 
+def publish_body(job: NewJob) -> dict[str, Any]:
+    """A publish's body: a job's, without the queue (the topic's subscriptions name them)."""
+    body = job_body(job)
+    body.pop("queue", None)
+    return body
+
+
 def _names(names: Iterable[str]) -> list[str]:
     # list("email") would claim from queues "e", "m", "a", ...; a lone string means one name.
     return [names] if isinstance(names, str) else list(names)

@@ -335,6 +335,51 @@ class Schedule:
         )
 
 
+_SUBSCRIPTION_FIELDS = frozenset("topic queue type created_at".split())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subscription:
+    """A queue subscribed to a topic: each publish enqueues one job in it, of ``type`` when
+    set (else of the published type)."""
+
+    topic: str
+    queue: str
+    type: str | None = None
+    created_at: datetime | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], topic: str = "") -> Subscription:
+        type_ = data.get("type")
+        return cls(
+            topic=str(data.get("topic") or topic),
+            queue=str(data.get("queue") or ""),
+            type=str(type_) if type_ is not None else None,
+            created_at=parse_time(data.get("created_at")),
+            extra=_extra(data, _SUBSCRIPTION_FIELDS),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Topic:
+    """A topic and its subscriptions, by queue name."""
+
+    name: str
+    subscriptions: list[Subscription] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], name: str = "") -> Topic:
+        topic = str(data.get("name") or name)
+        subs = data.get("subscriptions")
+        return cls(
+            name=topic,
+            subscriptions=[
+                Subscription.from_json(s, topic) for s in (subs if isinstance(subs, list) else [])
+            ],
+        )
+
+
 @dataclass(frozen=True, kw_only=True)
 class NewJob:
     """One job for ``enqueue_many``; the fields mean what ``enqueue``'s arguments mean."""

@@ -34,6 +34,15 @@ SCHEDULE_LAG = Gauge("jobq_schedule_last_fire_lag_seconds", "How late the last f
                      "enqueued after its fire time", ["schedule"], multiprocess_mode="mostrecent")
 
 
+TOPIC_PUBLISHES = Counter("jobq_topic_publishes_total", "Publishes that committed, to a topic "
+                          "with subscriptions (each enqueues one job per subscribed queue; "
+                          "replays count too)", ["topic"])
+
+
+def topic_published(topic: str) -> None:
+    TOPIC_PUBLISHES.labels(topic).inc()
+
+
 def schedule_fired(schedule: str, lag_s: float) -> None:
     SCHEDULE_FIRES.labels(schedule).inc()
     SCHEDULE_LAG.labels(schedule).set(max(lag_s, 0.0))

@@ -12,7 +12,7 @@ from jobq.domain.errors import IdempotencyConflict, QueueFull
 from jobq.domain.jobs import Job, NewJob
 from jobq.domain.jsontext import same_json
 from jobq.store import records
-from jobq.store.db import Row, dumps_json
+from jobq.store.db import Connection, Row, dumps_json
 from jobq.store.queries import Q
 
 
@@ -83,36 +83,52 @@ async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
 
 async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
     """All or nothing, in one transaction; answers in request order."""
-    wanted = Counter(j.queue for j in jobs)
-    await ctx.ensure_queues(list(wanted))
+    await ctx.ensure_queues(list(dict.fromkeys(j.queue for j in jobs)))
+    async with ctx.db.transaction() as conn:
+        results, created = await insert_many(ctx, conn, jobs)
+    announce(ctx, created)
+    return results
+
+
+async def insert_many(ctx: Context, conn: Connection,
+                      jobs: list[NewJob]) -> tuple[list[Enqueued], list[Row]]:
+    """The batch enqueue, in the caller's transaction ``conn`` (its queues exist already):
+    the outcomes in request order, and the rows created, for ``announce`` once committed.
+    Raises ``QueueFull`` or ``IdempotencyConflict``; the caller's rollback then undoes all."""
+    if not jobs:
+        return [], []
     payload = dumps_json([_batch_row(j) for j in jobs])
     db = ctx.db
-    async with db.transaction() as conn:
-        rows = await db.run(conn, Q.JobInsertMany, {"jobs": payload})
-        results: list[Enqueued] = []
-        created: list[Row] = []
-        for job, row in zip(jobs, rows, strict=True):
-            if row["id"] is not None:
-                created.append(row)
-                results.append(Enqueued(records.job(row), created=True))
-                continue
-            # A replay: the key names a job committed before, or one earlier in this batch.
-            key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
-            found = await db.run(conn, Q.JobGetByIdempotencyKey, key)
-            existing = found[0] if found else None
-            if existing is None:  # pragma: no cover - the conflict needs a row to exist
-                raise IdempotencyConflict(f"idempotency key {job.idempotency_key!r} is in use")
-            results.append(_replay(existing, job))
-        # The max_depth check comes after the insert, inside the transaction, because only
-        # the insert knows which jobs are new: replays (of committed jobs, or of a key earlier
-        # in this batch) enqueue nothing and cannot take a queue past its limit. The counters
-        # already include this transaction's rows; a raise here rolls all of them back.
-        added = Counter(r["queue"] for r in created)
-        if added:
-            for q in await db.run(conn, Q.QueueDepths, {"queues": list(added)}):
-                if q["max_depth"] is not None and q["depth"] > q["max_depth"]:
-                    raise _full(q["name"], ctx)
+    rows = await db.run(conn, Q.JobInsertMany, {"jobs": payload})
+    results: list[Enqueued] = []
+    created: list[Row] = []
+    for job, row in zip(jobs, rows, strict=True):
+        if row["id"] is not None:
+            created.append(row)
+            results.append(Enqueued(records.job(row), created=True))
+            continue
+        # A replay: the key names a job committed before, or one earlier in this batch.
+        key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
+        found = await db.run(conn, Q.JobGetByIdempotencyKey, key)
+        existing = found[0] if found else None
+        if existing is None:  # pragma: no cover - the conflict needs a row to exist
+            raise IdempotencyConflict(f"idempotency key {job.idempotency_key!r} is in use")
+        results.append(_replay(existing, job))
+    # The max_depth check comes after the insert, inside the transaction, because only
+    # the insert knows which jobs are new: replays (of committed jobs, or of a key earlier
+    # in this batch) enqueue nothing and cannot take a queue past its limit. The counters
+    # already include this transaction's rows; a raise here rolls all of them back.
+    added = Counter(r["queue"] for r in created)
+    if added:
+        for q in await db.run(conn, Q.QueueDepths, {"queues": list(added)}):
+            if q["max_depth"] is not None and q["depth"] > q["max_depth"]:
+                raise _full(q["name"], ctx)
+    return results, created
+
+
+def announce(ctx: Context, created: list[Row]) -> None:
+    """After the commit of ``insert_many``: wake the workers waiting on those queues, and
+    count the jobs in the metrics."""
     if created:
         ctx.wakeups.jobs_added((job["queue"], job["visible_at"]) for job in created)
         ctx.events.emit("enqueued", created)
-    return results

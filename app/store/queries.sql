@@ -492,3 +492,26 @@ SELECT min(next_fire_at) AS next_fire_at, coalesce(bool_or(pending_fire_at IS NO
 -- name: ScheduleTableExists
 -- Whether the database was migrated far enough for schedules (the service may answer before `jobq migrate` ran).
 SELECT to_regclass('schedules') IS NOT NULL AS present;
+
+-- name: TopicSubscribe
+-- Subscribe a queue to a topic, or replace the subscription's type override (PUT); created tells which.
+INSERT INTO topic_subscriptions AS s (topic, queue, type)
+VALUES (%(topic)s, %(queue)s, %(type)s)
+ON CONFLICT (topic, queue) DO UPDATE SET type = excluded.type
+RETURNING s.topic, s.queue, s.type, s.created_at, (xmax = 0) AS created;
+
+-- name: TopicUnsubscribe
+-- Delete a subscription; no row: there was none. Jobs already published to the queue stay.
+DELETE FROM topic_subscriptions WHERE topic = %(topic)s AND queue = %(queue)s RETURNING topic;
+
+-- name: TopicList
+-- Every subscription, by topic then queue.
+SELECT topic, queue, type, created_at FROM topic_subscriptions ORDER BY topic, queue;
+
+-- name: TopicGet
+-- One topic's subscriptions, by queue.
+SELECT topic, queue, type, created_at FROM topic_subscriptions WHERE topic = %(topic)s ORDER BY queue;
+
+-- name: TopicSubscriptionsLock
+-- A publish's subscribers, share-locked until its commit: an unsubscribe waits for the publish, so each publish reaches exactly the queues subscribed when it read them.
+SELECT queue, type FROM topic_subscriptions WHERE topic = %(topic)s ORDER BY queue FOR SHARE;

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Double,
+    ForeignKey,
     Identity,
     Index,
     Integer,
@@ -186,4 +187,15 @@ schedules = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     CheckConstraint("misfire IN ('skip', 'run_once')", name="schedules_misfire_check"),
     Index("schedules_next_fire_idx", "next_fire_at", postgresql_where=text("enabled")),
+)
+
+# Fan-out topics (migration 0008): the queues each topic's publishes go to, with the job
+# type a queue gets in place of the published one (jobq.core.topics).
+topic_subscriptions = Table(
+    "topic_subscriptions",
+    metadata,
+    Column("topic", Text, primary_key=True),
+    Column("queue", Text, ForeignKey("queues.name"), primary_key=True),
+    Column("type", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
 )

@@ -39,6 +39,8 @@ CLIENT_API = [
     "Schedule",
     "ScheduleJob",
     "ServerError",
+    "Subscription",
+    "Topic",
     "TransportError",
     "UNSET",
     "Unauthorized",

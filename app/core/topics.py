@@ -1,0 +1,119 @@
+"""Fan-out topics: a publish enqueues one job per subscribed queue, all in one transaction.
+
+A topic is its subscriptions, nothing more: (topic, queue, optional type override). A
+publish locks the topic's subscription rows ``FOR SHARE``, checks the caller may enqueue to
+every one of those queues, and enqueues through ``enqueue.insert_many``, the batch path of
+``POST /v1/jobs/batch`` (max_depth, counters, idempotency keys, NOTIFY after commit), so a
+publish is exactly a batch whose queues come from the topic. Any refusal (a full queue, a
+queue outside the token's pattern, a conflicting key) rolls all of it back.
+
+Each job is an ordinary job of its queue, with that queue's retries and dead-letter
+handling. A publish with an ``idempotency_key`` gives each job the key
+``topic:{topic}/{key}``; keys are unique per queue, so each subscribed queue holds at most
+one job per publish key, and a repeated publish answers the jobs of the first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from jobq.core import counters
+from jobq.core import enqueue as enq
+from jobq.core.context import Context
+from jobq.domain.errors import NotFound
+from jobq.domain.jobs import NewJob
+from jobq.store.db import Row
+from jobq.store.queries import Q
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    topic: str
+    queue: str
+    type: str | None
+    created_at: datetime
+
+    def public(self) -> dict[str, Any]:
+        return {"queue": self.queue, "type": self.type, "created_at": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    jobs: list[enq.Enqueued]
+
+    @property
+    def created(self) -> bool:
+        """True when this publish enqueued anything (not a replay, not a topic without
+        subscribers)."""
+        return any(e.created for e in self.jobs)
+
+
+def job_key(topic: str, key: str) -> str:
+    """The idempotency key each job of a publish carries (unique per queue, like any key).
+    A topic name holds no "/", so two topics' keys never read the same: topics "a" and
+    "a:b" could not be told apart with a ":" ("topic:a:b:c" is "a" with "b:c", or "a:b"
+    with "c")."""
+    return f"topic:{topic}/{key}"
+
+
+def _subscription(row: Row) -> Subscription:
+    return Subscription(row["topic"], row["queue"], row["type"], row["created_at"])
+
+
+def topics_of(subs: Sequence[Subscription]) -> list[dict[str, Any]]:
+    """Subscriptions (ordered by topic) grouped into topics, as the API shows them."""
+    out: list[dict[str, Any]] = []
+    for s in subs:
+        if not out or out[-1]["name"] != s.topic:
+            out.append({"name": s.topic, "subscriptions": []})
+        out[-1]["subscriptions"].append(s.public())
+    return out
+
+
+async def subscribe(ctx: Context, topic: str, queue: str, type_: str | None) -> tuple[Subscription, bool]:
+    """Create or replace; True when created. The queue is created with the defaults if it
+    did not exist, as naming it in an enqueue would."""
+    await ctx.ensure_queues([queue])
+    row = await ctx.db.fetch_one(Q.TopicSubscribe, {"topic": topic, "queue": queue, "type": type_})
+    assert row is not None  # an upsert always returns its row
+    return _subscription(row), bool(row["created"])
+
+
+async def unsubscribe(ctx: Context, topic: str, queue: str) -> None:
+    if await ctx.db.fetch_one(Q.TopicUnsubscribe, {"topic": topic, "queue": queue}) is None:
+        raise NotFound(f"queue {queue!r} is not subscribed to topic {topic!r}")
+
+
+async def list_all(ctx: Context) -> list[Subscription]:
+    return [_subscription(r) for r in await ctx.db.fetch(Q.TopicList)]
+
+
+async def get(ctx: Context, topic: str) -> list[Subscription]:
+    return [_subscription(r) for r in await ctx.db.fetch(Q.TopicGet, {"topic": topic})]
+
+
+async def publish(ctx: Context, topic: str, job: NewJob, allow: Callable[[list[str]], None]) -> Published:
+    """Enqueue ``job`` (its ``queue`` ignored) once per subscribed queue, in subscription
+    (queue name) order, all or nothing. ``allow`` gets the subscribed queues before anything
+    is written and raises to refuse (the API's per-queue access check). A topic without
+    subscriptions publishes to no queue: an empty, successful publish, as in SNS."""
+    async with ctx.db.transaction() as conn:
+        subs = await ctx.db.run(conn, Q.TopicSubscriptionsLock, {"topic": topic})
+        queues = [s["queue"] for s in subs]
+        allow(queues)
+        # The foreign key keeps every subscribed queue in existence; this process only
+        # learns here that it need not create them.
+        ctx.known_queues.update(queues)
+        key = job_key(topic, job.idempotency_key) if job.idempotency_key is not None else None
+        jobs = [
+            dataclasses.replace(job, queue=s["queue"], type=s["type"] or job.type, idempotency_key=key) for s in subs
+        ]
+        results, created = await enq.insert_many(ctx, conn, jobs)
+    enq.announce(ctx, created)
+    if subs:  # topics with subscriptions only: those an admin made, not any name sent
+        counters.topic_published(topic)
+    return Published(results)
