@@ -130,8 +130,8 @@ const views = {};
 views.queues = {
   frame: () => `<h1>Queues</h1><div id="body"></div>
     <p class="muted">Waiting = pending + failed (waiting to retry). Throughput: jobs finished per
-    minute over the last ${CHART_MINUTES} minutes (completed <span class="badge completed">blue</span>,
-    dead <span class="badge dead">red</span>), from <code>GET /v1/throughput</code>.</p>`,
+    minute over the last ${CHART_MINUTES} minutes (<span class="swatch c"></span> completed,
+    <span class="swatch d"></span> dead), from <code>GET /v1/throughput</code>.</p>`,
   async body() {
     const [{ queues }, tp] = await Promise.all([api("GET", "/v1/queues"), throughput()]);
     const series = Object.fromEntries((tp ? tp.queues : []).map((q) => [q.name, q]));
