@@ -117,8 +117,7 @@ def cell(page: Page, queue: str, col: str) -> str:
     return page.locator(f'tr[data-queue="{queue}"] td[data-col="{col}"]').inner_text().strip()
 
 
-def test_queues_page_shows_the_counts_the_api_gives(page: Page, api: httpx.Client,
-                                                    live_server: LiveServer) -> None:
+def test_queues_page_shows_the_counts_the_api_gives(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
     # mail: 6 enqueued; 2 running, 1 completed, 1 failed waiting to retry, 1 dead, 1 pending
     for _ in range(5):
         enqueue(api, "mail", "email.send")
@@ -192,8 +191,7 @@ def test_job_browser_pages_with_the_cursor(page: Page, api: httpx.Client, live_s
     expect(page.locator("tr[data-job]")).to_have_count(50)
 
 
-def test_replay_and_purge_dead_jobs_from_the_page(page: Page, api: httpx.Client,
-                                                  live_server: LiveServer) -> None:
+def test_replay_and_purge_dead_jobs_from_the_page(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
     one = dead_job(api, "dl-mail", "bounced")
     two = dead_job(api, "dl-mail", "bounced again")
     other = dead_job(api, "dl-img", "corrupt")
@@ -248,8 +246,9 @@ def test_pause_and_resume_from_the_page(page: Page, api: httpx.Client, live_serv
     assert got["job"]["id"] == job["id"]
 
 
-def test_job_page_shows_payload_attempts_and_error_history(page: Page, api: httpx.Client,
-                                                           live_server: LiveServer) -> None:
+def test_job_page_shows_payload_attempts_and_error_history(
+    page: Page, api: httpx.Client, live_server: LiveServer
+) -> None:
     job = enqueue(api, "jp", "email.send", payload={"to": "a@example.com"}, max_attempts=3)
     for err in ("first: smtp timeout", "second: <b>refused</b>"):
         got = lease(api, "jp")
@@ -270,7 +269,8 @@ def test_job_page_shows_payload_attempts_and_error_history(page: Page, api: http
     page.goto(live_server.url + "/ui#/schedules")
     next_fire = r.json()["next_fire_at"]
     expect(page.locator('tr[data-schedule="nightly"] td[data-col="next"] span[title]')).to_have_attribute(
-        "title", next_fire)
+        "title", next_fire
+    )
     shot(page, "schedules")
 
 
