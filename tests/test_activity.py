@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import httpx
 
+from tests.conftest import make_settings, running_app
 from tests.helpers import claim, enqueue, problem, validation
 
 
@@ -91,3 +92,41 @@ async def test_purge_one_dead_job(client: httpx.AsyncClient) -> None:
     problem(await client.delete(f"/v1/dead/{waiting['id']}"), 409, "invalid_state")
     assert (await client.get(f"/v1/jobs/{waiting['id']}")).json()["status"] == "pending"
     problem(await client.delete("/v1/dead/not-a-job"), 404, "not_found")
+
+
+async def test_dashboard_files_are_served_without_a_token_and_data_is_not(database_url: str) -> None:
+    settings = make_settings(database_url, admin_token="dashboard-test-admin-token")
+    async with running_app(settings) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobq") as c:
+            r = await c.get("/")
+            assert r.status_code == 307 and r.headers["location"] == "/ui"
+            page = await c.get("/ui")
+            assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+            assert "script-src 'self'" in page.headers["content-security-policy"]
+            js = await c.get("/ui/app.js")
+            assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+            assert (await c.get("/ui/style.css")).headers["content-type"].startswith("text/css")
+            problem(await c.get("/ui/nope.js"), 404, "not_found")
+            problem(await c.get("/ui/__init__.py"), 404, "not_found")  # only the page's own files
+            # the data stays behind the token, whatever the page asks
+            for path in ("/v1/queues", "/v1/workers", "/v1/throughput"):
+                problem(await c.get(path), 401, "unauthorized")
+            admin = {"Authorization": "Bearer dashboard-test-admin-token"}
+            assert (await c.get("/v1/workers", headers=admin)).status_code == 200
+
+
+async def test_only_an_admin_of_every_queue_reads_workers_and_throughput(database_url: str) -> None:
+    settings = make_settings(database_url, admin_token="dashboard-test-admin-token")
+    async with running_app(settings) as app:
+        transport = httpx.ASGITransport(app=app)
+        admin = {"Authorization": "Bearer dashboard-test-admin-token"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobq", headers=admin) as c:
+            made = {}
+            for role, queues in (("producer", "*"), ("worker", "*"), ("admin", "team-a.*")):
+                r = await c.post("/v1/tokens", json={"role": role, "queues": queues})
+                assert r.status_code == 201, r.text
+                made[(role, queues)] = {"Authorization": f"Bearer {r.json()['token']}"}
+            for headers in made.values():
+                for path in ("/v1/workers", "/v1/throughput"):
+                    problem(await c.get(path, headers=headers), 403, "forbidden")
