@@ -610,7 +610,8 @@ async def test_unknown_and_garbage_lease_ids_are_404(client: httpx.AsyncClient) 
 
 async def test_unknown_queues_and_routes_are_404(client: httpx.AsyncClient) -> None:
     problem(await client.get("/v1/queues/never-used"), 404, "not_found")
-    for path in ("/v1/nope", "/v2/jobs", "/", "/v1", "/v1/jobs/1/nope", "/v1/leases/1.1"):
+    # (/ is the dashboard's redirect to /ui: tests/test_activity.py)
+    for path in ("/v1/nope", "/v2/jobs", "/v1", "/v1/jobs/1/nope", "/v1/leases/1.1", "/ui/nope"):
         problem(await client.get(path), 404, "not_found")
 
 

@@ -300,6 +300,11 @@ def test_server_wheel_migrates_serves_and_runs_a_job(
             r = http.post(f"/v1/leases/{lease['lease_id']}/ack", json={"result": {"ok": True}})
             assert r.status_code == 200, r.text
             job = http.get(f"/v1/jobs/{job_id}").json()
+            # the dashboard's files, read from the installed package's data
+            page = http.get("/ui")
+            assert page.status_code == 200 and '<script src="/ui/app.js"' in page.text, page.text
+            for name in ("app.js", "style.css"):
+                assert http.get(f"/ui/{name}").status_code == 200, name
         assert job["status"] == "completed" and job["result"] == {"ok": True}
     finally:
         proc.terminate()

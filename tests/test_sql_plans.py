@@ -150,6 +150,11 @@ EXEMPT = {
     # A change of a queue's aging_ms re-keys all its waiting jobs; an operator's action,
     # never periodic, and the read is the job.
     "QueueAgedKeysReset": "reads every waiting job of its queue",
+    # The dashboard's reads (GET /v1/workers, /v1/throughput): what they count is the work
+    # in flight and the jobs finished in a window of at most an hour, read along indexes
+    # (test_the_dashboard_reads_never_scan_jobs), never the whole table.
+    "WorkersSeen": "reads every running job, and the jobs finished within its window",
+    "QueueThroughput": "reads the jobs finished within its window (at most 60 minutes)",
 }
 
 # Pages (shared buffers hit or read) a statement may touch. The claims and batch writes do
@@ -309,6 +314,21 @@ def test_no_statement_scans_jobs_or_reads_pages_in_proportion_to_the_table(
     assert not scans, json.dumps(doc["Plan"], indent=1)
     pages = max(n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0) for n in nodes)
     assert pages <= PAGES_FOR.get(name, PAGES), (pages, json.dumps(doc["Plan"], indent=1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
+@pytest.mark.parametrize(("name", "values"), [("WorkersSeen", {"window_s": 300, "limit": 1000}),
+                                              ("QueueThroughput", {"minutes": 15})])
+def test_the_dashboard_reads_never_scan_jobs(big: psycopg.Connection[Any], args: dict[str, Any],
+                                             name: str, values: dict[str, Any], mode: str) -> None:
+    """Exempt from the page bound (their cost follows the work in flight and the jobs
+    finished lately), but still read along indexes: half the big queue's finished jobs
+    finished a minute ago, inside both windows."""
+    doc = analyzed(big, getattr(Q, name), args | values, mode)
+    scans = [n for n in _nodes(doc["Plan"]) if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
+    assert not scans, json.dumps(doc["Plan"], indent=1)
+    assert doc["Plan"].get("Actual Rows", 0) > 0  # the window did hold jobs
 
 
 # Known limits, kept here so that a fix is noticed (strict: an xpass fails). Neither is

@@ -67,6 +67,10 @@ RULES: dict[str, Rule] = {
     "readyz": PUBLIC,
     # The pages the problem+json ``type`` URIs point at: readable by a caller just refused.
     "problem_page": PUBLIC,
+    # The dashboard's static files (no data in them; the page calls /v1 with a token).
+    "ui_root": PUBLIC,
+    "ui_index": PUBLIC,
+    "ui_file": PUBLIC,
     "create_job": PRODUCER,
     "create_jobs": PRODUCER,
     "list_jobs": PRODUCER,
@@ -83,6 +87,10 @@ RULES: dict[str, Rule] = {
     "patch_queue": ADMIN,
     "replay_dead": ADMIN,
     "purge_dead": ADMIN,
+    "purge_dead_job": ADMIN,
+    # Server-wide reads, as /metrics: they name every queue and worker.
+    "list_workers": ADMIN_ALL_QUEUES,
+    "get_throughput": ADMIN_ALL_QUEUES,
     # Schedules are server-wide, as tokens are: their names are one namespace for every
     # queue, so only an admin of every queue manages them.
     "list_schedules": ADMIN_ALL_QUEUES,
@@ -151,14 +159,15 @@ def check_rules(routes: Sequence[BaseRoute]) -> frozenset[str]:
 
 def _public_path(path: str) -> str:
     """A public route's path as ``Authenticate`` matches it: a fixed path, or for a path whose
-    only parameter is its last segment (``/problems/{code}``) its prefix, ``/problems/``,
-    which then opens one more segment and no deeper path."""
+    only parameter is its last segment (``/problems/{code}``) its prefix and a star,
+    ``/problems/*``, which then opens one more segment and no deeper path. The star keeps a
+    fixed path ending in a slash (``/``) from reading as a prefix that opens every segment."""
     head, brace, tail = path.partition("{")
     if not brace:
         return path
     if not head.endswith("/") or "{" in head or not tail.endswith("}") or "/" in tail:
         raise TypeError(f"public route {path} must be a fixed path or end in one parameter")
-    return head
+    return head + "*"
 
 
 def _runs(dependant: Any, call: Any) -> bool:
@@ -183,9 +192,9 @@ class Authenticate:
                  retry_after_s: int) -> None:
         self.app = app
         self.tokens = tokens
-        # "/x/" in public_paths: "/x/<one segment>" is public (``_public_path``).
-        self.public_paths = frozenset(p for p in public_paths if not p.endswith("/"))
-        self.public_prefixes = tuple(p for p in public_paths if p.endswith("/"))
+        # "/x/*" in public_paths: "/x/<one segment>" is public (``_public_path``).
+        self.public_paths = frozenset(p for p in public_paths if not p.endswith("*"))
+        self.public_prefixes = tuple(p[:-1] for p in public_paths if p.endswith("*"))
         self.retry_after_s = retry_after_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -16,7 +16,20 @@ from jobq.api.access import Authenticate, caller, check_rules, document_access
 from jobq.api.deps import known_query
 from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
-from jobq.api.routes import dead, health, jobs, leases, metrics, problem_pages, queues, schedules, tokens, topics
+from jobq.api.routes import (
+    activity,
+    dead,
+    health,
+    jobs,
+    leases,
+    metrics,
+    problem_pages,
+    queues,
+    schedules,
+    tokens,
+    topics,
+    ui,
+)
 from jobq.api.serving import on_stop
 from jobq.core.context import Context
 from jobq.core.duties import run_duties
@@ -182,10 +195,12 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     app.state.settings = settings
     app.state.tokens = token_table
     problems.install(app)
-    for module in (jobs, leases, queues, dead, schedules, topics, metrics, tokens):
+    for module in (jobs, leases, queues, dead, schedules, topics, metrics, tokens, activity):
         app.include_router(module.router, dependencies=[Depends(caller), Depends(known_query)])
     app.include_router(health.router, dependencies=[Depends(known_query)])
     app.include_router(problem_pages.router, dependencies=[Depends(known_query)])
+    # The dashboard's files: public, as they hold no data (it reads /v1 with a token).
+    app.include_router(ui.router, dependencies=[Depends(known_query)])
     public_paths = check_rules(app.router.routes)
     problems.install_document(app)
     _document_access(app)

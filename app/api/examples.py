@@ -100,6 +100,11 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "patch_queue": {"200": _QUEUE},
     "replay_dead": {"200": {"replayed": 2}},
     "purge_dead": {"200": {"purged": 2}},
+    "list_workers": {"200": {"window_s": 300, "workers": [
+        {"worker_id": "worker-a:4242", "running": 3, "queues": ["emails"],
+         "last_seen_at": "2026-01-15T09:30:00.000000Z"}]}},
+    "get_throughput": {"200": {"minutes": 3, "queues": [
+        {"name": "emails", "completed": [118, 131, 42], "dead": [0, 1, 0]}]}},
     "get_metrics": {"200": '# HELP jobq_waiting_jobs Jobs waiting (pending + failed), by queue and type\n'
                            '# TYPE jobq_waiting_jobs gauge\n'
                            'jobq_waiting_jobs{queue="emails",type="email.welcome"} 11.0\n'},

@@ -551,3 +551,27 @@ class TopicList(BaseModel):
 class PublishPublic(BaseModel):
     topic: str
     jobs: list[JobPublic] = Field(description="one per subscribed queue, by queue name")
+
+class WorkerSeen(BaseModel):
+    worker_id: str = Field(description="as the worker sent it when claiming")
+    running: int = Field(description="jobs it holds leases on now")
+    queues: list[str] = Field(description="queues of the jobs it runs or finished in the window")
+    last_seen_at: datetime = Field(description="its latest claim of a job still running, or "
+                                               "its latest finished job")
+
+
+class WorkerList(BaseModel):
+    window_s: int
+    workers: list[WorkerSeen]
+
+
+class QueueThroughput(BaseModel):
+    name: str
+    completed: list[int] = Field(description="jobs completed per minute, oldest first; the "
+                                             "last entry is the minute under way")
+    dead: list[int] = Field(description="jobs that died (out of attempts) per minute, as `completed`")
+
+
+class Throughput(BaseModel):
+    minutes: int
+    queues: list[QueueThroughput]

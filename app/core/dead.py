@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from jobq.core.context import Context
+from jobq.domain.errors import InvalidState
 from jobq.store.queries import Q
 
 BATCH = 1000
@@ -36,3 +37,14 @@ async def replay(ctx: Context, *, queue: str | None, type_: str | None, limit: i
 async def purge(ctx: Context, *, queue: str | None, type_: str | None, limit: int | None,
                 scope: str | None = None) -> int:
     return await _batched(ctx, Q.JobPurgeDead, queue, type_, limit, "purged", scope)
+
+
+async def purge_one(ctx: Context, job_id: str, scope: str | None = None) -> None:
+    """Delete one dead job. NotFound for no such job; InvalidState for a job not dead."""
+    from jobq.core.jobs import _id, get
+
+    row = await ctx.db.fetch_one(Q.JobPurgeDeadOne, {"job_id": _id(job_id), "scope": scope})
+    if row is None:
+        current = await get(ctx, job_id, scope)  # raises NotFound
+        raise InvalidState(f"job {job_id} is {current.status}: only a dead job can be purged")
+    ctx.events.emit("purged", [row])

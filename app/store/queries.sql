@@ -515,3 +515,44 @@ SELECT topic, queue, type, created_at FROM topic_subscriptions WHERE topic = %(t
 -- name: TopicSubscriptionsLock
 -- A publish's subscribers, share-locked until its commit: an unsubscribe waits for the publish, so each publish reaches exactly the queues subscribed when it read them.
 SELECT queue, type FROM topic_subscriptions WHERE topic = %(topic)s ORDER BY queue FOR SHARE;
+
+-- name: JobPurgeDeadOne
+-- Delete one dead job by id (the dashboard's single purge); nothing for a job not dead.
+DELETE FROM jobs
+ WHERE id = %(job_id)s AND status = 'dead'
+   AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
+RETURNING id, queue, type;
+
+-- name: WorkersSeen
+-- Workers seen lately: those holding running jobs (jobs_lease_expiry_idx: as many rows as jobs run at once; seen at their latest claim), and those that finished a job within the window (jobs_finished_idx, one range per queue and final status: as many rows as jobs finished in the window).
+SELECT w.worker_id, sum(w.running)::bigint AS running, max(w.seen_at) AS last_seen_at,
+       array_agg(DISTINCT w.queue ORDER BY w.queue) AS queues
+  FROM (SELECT j.worker_id, j.queue, count(*) AS running,
+               max(j.claimed_at) AS seen_at
+          FROM jobs j
+         WHERE j.status = 'running' AND j.worker_id IS NOT NULL
+         GROUP BY j.worker_id, j.queue
+        UNION ALL
+        SELECT f.worker_id, q.name, 0, max(f.completed_at)
+          FROM queues q
+          CROSS JOIN LATERAL (
+                SELECT j.worker_id, j.completed_at FROM jobs j
+                 WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
+                   AND j.completed_at > now() - make_interval(secs => %(window_s)s)
+                   AND j.worker_id IS NOT NULL) f
+         GROUP BY f.worker_id, q.name) w
+ GROUP BY w.worker_id
+ ORDER BY w.worker_id
+ LIMIT %(limit)s;
+
+-- name: QueueThroughput
+-- Jobs that reached completed or dead, per queue and minute over the last minutes, from the jobs' completed_at (jobs_finished_idx: one range per queue and status). What PostgreSQL holds, so every replica answers alike; jobs deleted by retention before the window ends are not counted.
+SELECT q.name AS queue, f.status,
+       least(floor(extract(epoch FROM now() - f.completed_at) / 60)::int, %(minutes)s - 1) AS minutes_ago,
+       count(*)::bigint AS n
+  FROM queues q
+  CROSS JOIN LATERAL (
+        SELECT j.status, j.completed_at FROM jobs j
+         WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
+           AND j.completed_at > now() - make_interval(mins => %(minutes)s)) f
+ GROUP BY 1, 2, 3;

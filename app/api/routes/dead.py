@@ -47,3 +47,15 @@ async def purge_dead(
         require_queues(who, (queue,))
     n = await core.purge(ctx, queue=queue, type_=type, limit=limit, scope=who.scope_regex)
     return render.json_response({"purged": n})
+
+
+@router.delete("/{job_id}", status_code=204, response_class=Response, summary="Purge one dead job",
+               responses={204: {"description": "purged"},
+                          **answers(*GUARDED, notes={404: "`not_found`: no such job",
+                                                     409: "`invalid_state`: the job is not dead"})})
+async def purge_dead_job(job_id: str, ctx: Context = Depends(context),
+                         who: Principal = Depends(caller)) -> Response:
+    """Deletes one dead job, by id. A job of another status is `409` (cancel or retry it
+    instead); one outside the token's queues is `404`, as if it did not exist."""
+    await core.purge_one(ctx, job_id, who.scope_regex)
+    return Response(status_code=204)

@@ -1,0 +1,503 @@
+// The jobq dashboard. Plain JavaScript, no build step: every read and every action is a
+// call of the public API (/v1/...) with the operator's token, which lives only in this
+// tab's sessionStorage. Views are chosen by the URL's hash (#/queues, #/jobs?queue=q, ...)
+// and refresh in place every POLL_MS.
+"use strict";
+
+const POLL_MS = 3000;
+const THROUGHPUT_EVERY_MS = 10000;
+const CHART_MINUTES = 15;
+const PAGE_SIZE = 50;
+const TOKEN_KEY = "jobq.token";
+const STATUSES = ["pending", "running", "failed", "completed", "dead", "cancelled"];
+
+const state = { gen: 0, timer: null, throughput: null, throughputAt: 0, cursors: [], busy: false };
+
+// ---- helpers ----------------------------------------------------------------------------
+const $ = (sel, root = document) => root.querySelector(sel);
+function esc(v) {
+  return String(v ?? "").replace(/[&<>"']/g,
+    (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+function ago(iso) {
+  if (!iso) return "";
+  return duration(Date.now() - Date.parse(iso)) + " ago";
+}
+function until(iso) {
+  if (!iso) return "";
+  const ms = Date.parse(iso) - Date.now();
+  return ms <= 0 ? "due" : "in " + duration(ms);
+}
+function duration(ms) {
+  if (ms == null) return "";
+  ms = Math.max(0, ms);
+  if (ms < 1000) return ms + " ms";
+  const s = Math.round(ms / 1000);
+  if (s < 120) return s + " s";
+  const m = Math.round(s / 60);
+  if (m < 120) return m + " min";
+  const h = Math.round(m / 60);
+  return h < 48 ? h + " h" : Math.round(h / 24) + " d";
+}
+function time(iso) { return iso ? `<span title="${esc(iso)}">${esc(iso.replace("T", " ").replace(/\.\d+Z$/, "Z"))}</span>` : ""; }
+function badge(text) { return `<span class="badge ${esc(text)}">${esc(text)}</span>`; }
+function json(v) { return `<pre>${esc(JSON.stringify(v, null, 2))}</pre>`; }
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, v);
+  const s = q.toString();
+  return s ? "?" + s : "";
+}
+function route() {
+  const hash = location.hash.replace(/^#\/?/, "") || "queues";
+  const [path, qs] = hash.split("?");
+  const parts = path.split("/").map(decodeURIComponent);
+  return { view: parts[0], arg: parts[1], params: Object.fromEntries(new URLSearchParams(qs || "")) };
+}
+function setStatus(text, isError = false) {
+  const el = $("#status");
+  el.textContent = text;
+  el.className = isError ? "error" : "muted";
+}
+
+// ---- the API ----------------------------------------------------------------------------
+class ApiError extends Error {
+  constructor(status, problem) {
+    super((problem && (problem.detail || problem.title)) || `HTTP ${status}`);
+    this.status = status;
+    this.code = problem && problem.code;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = "Bearer " + token;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (r.status === 204) return null;
+  const text = await r.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+  if (!r.ok) {
+    const err = new ApiError(r.status, data);
+    if (r.status === 401) showLogin(sessionStorage.getItem(TOKEN_KEY) ? "That token is not valid (unknown or revoked)." : "");
+    throw err;
+  }
+  return data;
+}
+
+// ---- access -----------------------------------------------------------------------------
+// GET /v1/queues needs an admin token: it tells a usable token (or local mode) from one
+// that is not valid (401) and from one of another role (403).
+async function checkAccess() {
+  try {
+    await api("GET", "/v1/queues");
+    return true;
+  } catch (e) {
+    if (e.status === 403) {
+      sessionStorage.removeItem(TOKEN_KEY);
+      showLogin("That token is not an admin token: the dashboard needs an admin token (" + e.message + ").");
+    } else if (e.status !== 401) {
+      showLogin("The service did not answer: " + e.message);
+    }
+    return false;
+  }
+}
+
+function showLogin(message) {
+  stopPolling();
+  $("#view").hidden = true;
+  $("#nav").hidden = true;
+  $("#login").hidden = false;
+  $("#logout").hidden = !sessionStorage.getItem(TOKEN_KEY);
+  $("#login-error").textContent = message || "";
+  setStatus("");
+}
+
+function showApp() {
+  $("#login").hidden = true;
+  $("#view").hidden = false;
+  $("#nav").hidden = false;
+  $("#logout").hidden = !sessionStorage.getItem(TOKEN_KEY);
+}
+
+// ---- views ------------------------------------------------------------------------------
+// Each view has a frame (filters, headings: drawn once per navigation, so that typing in a
+// filter survives a refresh) and a body refreshed in place.
+const views = {};
+
+views.queues = {
+  frame: () => `<h1>Queues</h1><div id="body"></div>
+    <p class="muted">Waiting = pending + failed (waiting to retry). Throughput: jobs finished per
+    minute over the last ${CHART_MINUTES} minutes (<span class="swatch c"></span> completed,
+    <span class="swatch d"></span> dead), from <code>GET /v1/throughput</code>.</p>`,
+  async body() {
+    const [{ queues }, tp] = await Promise.all([api("GET", "/v1/queues"), throughput()]);
+    const series = Object.fromEntries((tp ? tp.queues : []).map((q) => [q.name, q]));
+    if (!queues.length) return `<p class="muted">No queues yet: a queue appears with its first job.</p>`;
+    const rows = queues.map((q) => {
+      const c = q.counts;
+      const paused = q.settings.paused;
+      const t = series[q.name];
+      return `<tr data-queue="${esc(q.name)}">
+        <td><a href="#/jobs?queue=${encodeURIComponent(q.name)}">${esc(q.name)}</a>
+          ${paused ? badge("paused") : ""}</td>
+        <td class="num" data-col="waiting">${(c.pending || 0) + (c.failed || 0)}</td>
+        <td class="num" data-col="running">${c.running || 0}</td>
+        <td class="num" data-col="failed">${c.failed || 0}</td>
+        <td class="num" data-col="dead"><a href="#/dead?queue=${encodeURIComponent(q.name)}">${c.dead || 0}</a></td>
+        <td class="num hide-narrow" data-col="completed">${c.completed || 0}</td>
+        <td class="num" data-col="oldest">${q.oldest_waiting_ms == null ? "–" : duration(q.oldest_waiting_ms)}</td>
+        <td class="hide-narrow" data-col="throughput">${t ? spark(t) : tp ? "" : '<span class="muted">n/a</span>'}</td>
+        <td><button type="button" data-act="${paused ? "resume" : "pause"}" data-queue="${esc(q.name)}">
+          ${paused ? "Resume" : "Pause"}</button></td></tr>`;
+    }).join("");
+    return `<div class="table-wrap"><table><thead><tr><th>Queue</th><th class="num">Waiting</th>
+      <th class="num">Running</th><th class="num">Failed</th><th class="num">Dead</th>
+      <th class="num hide-narrow">Completed</th><th class="num">Oldest waiting</th>
+      <th class="hide-narrow">Throughput</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`;
+  },
+  async act(button) {
+    const name = button.dataset.queue;
+    await api("PATCH", "/v1/queues/" + encodeURIComponent(name), { paused: button.dataset.act === "pause" });
+    setStatus(`${name}: ${button.dataset.act === "pause" ? "paused" : "resumed"}`);
+  },
+};
+
+// /v1/throughput reads the jobs finished in the window: asked for less often than the counts.
+async function throughput() {
+  if (state.throughput && Date.now() - state.throughputAt < THROUGHPUT_EVERY_MS) return state.throughput;
+  try {
+    state.throughput = await api("GET", "/v1/throughput" + query({ minutes: CHART_MINUTES }));
+  } catch (e) {
+    if (e.status !== 403) throw e;
+    state.throughput = null; // an admin of some queues only: the chart is not theirs to read
+  }
+  state.throughputAt = Date.now();
+  return state.throughput;
+}
+
+function spark(t) {
+  const w = 150, h = 28, n = t.completed.length, bw = w / n;
+  const totals = t.completed.map((c, i) => c + t.dead[i]);
+  const max = Math.max(1, ...totals);
+  let bars = "";
+  for (let i = 0; i < n; i++) {
+    const ch = (t.completed[i] / max) * h, dh = (t.dead[i] / max) * h;
+    const x = (i * bw + 0.5).toFixed(1), wd = Math.max(bw - 1, 1).toFixed(1);
+    if (ch) bars += `<rect class="c" x="${x}" y="${(h - ch).toFixed(1)}" width="${wd}" height="${ch.toFixed(1)}"/>`;
+    if (dh) bars += `<rect class="d" x="${x}" y="${(h - ch - dh).toFixed(1)}" width="${wd}" height="${dh.toFixed(1)}"/>`;
+  }
+  const last = totals[n - 1], sum = totals.reduce((a, b) => a + b, 0);
+  const title = `${sum} finished in ${n} min; ${last} this minute; peak ${max}/min`;
+  return `<svg class="spark" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" role="img"
+    aria-label="${esc(title)}"><title>${esc(title)}</title>
+    <rect x="0" y="${h - 1}" width="${w}" height="1" fill="#dde2e7"/>${bars}</svg>
+    <span class="muted" data-col="per-min">${last}/min</span>`;
+}
+
+function jobRows(jobs, withActions) {
+  if (!jobs.length) return `<p class="muted">No jobs match.</p>`;
+  const rows = jobs.map((j) => `<tr data-job="${esc(j.id)}">
+    <td><a href="#/job/${encodeURIComponent(j.id)}">${esc(j.id)}</a></td>
+    <td>${esc(j.queue)}</td><td class="wrap">${esc(j.type)}</td><td>${badge(j.status)}</td>
+    <td class="num">${j.attempt}/${j.max_attempts}</td>
+    <td class="hide-narrow">${time(j.created_at)}</td>
+    <td class="wrap hide-narrow">${esc((j.last_error || "").slice(0, 120))}</td>
+    ${withActions ? `<td><button type="button" data-act="replay-one" data-id="${esc(j.id)}">Replay</button>
+      <button type="button" class="danger" data-act="purge-one" data-id="${esc(j.id)}">Purge</button></td>` : ""}
+    </tr>`).join("");
+  return `<div class="table-wrap"><table><thead><tr><th>Id</th><th>Queue</th><th>Type</th>
+    <th>Status</th><th class="num">Attempt</th><th class="hide-narrow">Created</th>
+    <th class="hide-narrow">Last error</th>${withActions ? "<th></th>" : ""}</tr></thead>
+    <tbody>${rows}</tbody></table></div>`;
+}
+
+function pager(nextCursor) {
+  const page = state.cursors.length + 1;
+  return `<div class="pager"><button type="button" data-act="first" ${page === 1 ? "disabled" : ""}>First</button>
+    <button type="button" data-act="prev" ${page === 1 ? "disabled" : ""}>Previous</button>
+    <span class="muted">page ${page}</span>
+    <button type="button" data-act="next" data-cursor="${esc(nextCursor || "")}" ${nextCursor ? "" : "disabled"}>Next</button></div>`;
+}
+
+async function queueOptions(selected) {
+  let names = [];
+  try { names = (await api("GET", "/v1/queues")).queues.map((q) => q.name); } catch (e) { /* free text then */ }
+  if (selected && !names.includes(selected)) names.push(selected);
+  return `<option value="">any</option>` + names.map((n) =>
+    `<option ${n === selected ? "selected" : ""}>${esc(n)}</option>`).join("");
+}
+
+function currentCursor() { return state.cursors.length ? state.cursors[state.cursors.length - 1] : null; }
+
+const paging = {
+  first() { state.cursors = []; },
+  prev() { state.cursors.pop(); },
+  next(button) { state.cursors.push(button.dataset.cursor); },
+};
+
+views.jobs = {
+  async frame(r) {
+    const p = r.params;
+    return `<h1>Jobs</h1><form class="filters" id="filters">
+      <label>Queue<select name="queue">${await queueOptions(p.queue)}</select></label>
+      <label>Status<select name="status"><option value="">any</option>${STATUSES.map((s) =>
+        `<option ${s === p.status ? "selected" : ""}>${s}</option>`).join("")}</select></label>
+      <label>Type<input name="type" value="${esc(p.type || "")}" placeholder="any"></label>
+      <button type="submit">Filter</button></form><div id="body"></div>`;
+  },
+  async body(r) {
+    const p = r.params;
+    const page = await api("GET", "/v1/jobs" + query({ queue: p.queue, status: p.status, type: p.type,
+      limit: PAGE_SIZE, cursor: currentCursor() }));
+    return jobRows(page.jobs, false) + pager(page.next_cursor);
+  },
+  act: (button) => paging[button.dataset.act](button),
+  filter(form) {
+    const f = new FormData(form);
+    location.hash = "#/jobs" + query({ queue: f.get("queue"), status: f.get("status"), type: f.get("type").trim() });
+  },
+};
+
+views.dead = {
+  async frame(r) {
+    const p = r.params;
+    return `<h1>Dead letters</h1><form class="filters" id="filters">
+      <label>Queue<select name="queue">${await queueOptions(p.queue)}</select></label>
+      <label>Type<input name="type" value="${esc(p.type || "")}" placeholder="any"></label>
+      <button type="submit">Filter</button></form>
+      <div class="actions"><button type="button" data-act="replay-all">Replay all matching</button>
+      <button type="button" class="danger" data-act="purge-all">Purge all matching</button></div>
+      <div id="body"></div>`;
+  },
+  async body(r) {
+    const p = r.params;
+    const page = await api("GET", "/v1/jobs" + query({ status: "dead", queue: p.queue, type: p.type,
+      limit: PAGE_SIZE, cursor: currentCursor() }));
+    return jobRows(page.jobs, true) + pager(page.next_cursor);
+  },
+  async act(button, r) {
+    const p = r.params;
+    const what = [p.queue ? `queue ${p.queue}` : "every queue", p.type ? `type ${p.type}` : "any type"].join(", ");
+    switch (button.dataset.act) {
+      case "replay-one":
+        await api("POST", `/v1/jobs/${encodeURIComponent(button.dataset.id)}/retry`);
+        setStatus(`job ${button.dataset.id} replayed`);
+        return;
+      case "purge-one":
+        if (!confirm(`Delete dead job ${button.dataset.id} for good?`)) return;
+        await api("DELETE", `/v1/dead/${encodeURIComponent(button.dataset.id)}`);
+        setStatus(`job ${button.dataset.id} purged`);
+        return;
+      case "replay-all": {
+        if (!confirm(`Replay every dead job of ${what}?`)) return;
+        const body = {};
+        if (p.queue) body.queue = p.queue;
+        if (p.type) body.type = p.type;
+        const out = await api("POST", "/v1/dead/replay", body);
+        setStatus(`${out.replayed} replayed`);
+        return;
+      }
+      case "purge-all": {
+        if (!confirm(`Delete every dead job of ${what} for good?`)) return;
+        const out = await api("DELETE", "/v1/dead" + query({ queue: p.queue, type: p.type }));
+        setStatus(`${out.purged} purged`);
+        return;
+      }
+      default:
+        paging[button.dataset.act](button);
+    }
+  },
+  filter(form) {
+    const f = new FormData(form);
+    location.hash = "#/dead" + query({ queue: f.get("queue"), type: f.get("type").trim() });
+  },
+};
+
+views.job = {
+  frame: (r) => `<h1>Job ${esc(r.arg)}</h1><div id="body"></div>`,
+  async body(r) {
+    let j;
+    try {
+      j = await api("GET", "/v1/jobs/" + encodeURIComponent(r.arg));
+    } catch (e) {
+      if (e.status === 404) return `<p class="error">No job ${esc(r.arg)}.</p>`;
+      throw e;
+    }
+    const actions = [];
+    if (["pending", "running", "failed"].includes(j.status))
+      actions.push(`<button type="button" class="danger" data-act="cancel">Cancel</button>`);
+    if (["dead", "cancelled", "failed"].includes(j.status))
+      actions.push(`<button type="button" data-act="retry">${j.status === "dead" ? "Replay" : "Retry now"}</button>`);
+    if (j.status === "dead") actions.push(`<button type="button" class="danger" data-act="purge">Purge</button>`);
+    const errors = j.errors.length ? `<div class="table-wrap"><table id="errors"><thead><tr><th class="num">Attempt</th>
+      <th>At</th><th>Kind</th><th>Error</th></tr></thead><tbody>${j.errors.map((e) => `<tr>
+      <td class="num">${esc(e.attempt)}</td><td>${time(e.at)}</td><td>${esc(e.kind || "")}</td>
+      <td class="wrap">${esc(e.error)}</td></tr>`).join("")}</tbody></table></div>`
+      : `<p class="muted">No errors.</p>`;
+    return `<div class="actions">${actions.join("")}</div>
+      <dl class="fields">
+        <dt>Status</dt><dd data-field="status">${badge(j.status)}</dd>
+        <dt>Queue</dt><dd><a href="#/jobs?queue=${encodeURIComponent(j.queue)}">${esc(j.queue)}</a></dd>
+        <dt>Type</dt><dd>${esc(j.type)}</dd>
+        <dt>Attempts</dt><dd data-field="attempts">${j.attempt} of ${j.max_attempts}</dd>
+        <dt>Priority</dt><dd>${j.priority}</dd>
+        <dt>Idempotency key</dt><dd>${esc(j.idempotency_key || "–")}</dd>
+        <dt>Created</dt><dd>${time(j.created_at)}</dd>
+        <dt>Visible at</dt><dd>${time(j.visible_at)}</dd>
+        <dt>Worker</dt><dd>${esc(j.worker_id || "–")}</dd>
+        <dt>Lease until</dt><dd>${time(j.locked_until) || "–"}</dd>
+        <dt>Finished</dt><dd>${time(j.completed_at) || "–"}</dd>
+      </dl>
+      <h2>Payload</h2>${json(j.payload)}
+      <h2>Result</h2>${j.result == null ? '<p class="muted">None.</p>' : json(j.result)}
+      <h2>Error history</h2>${errors}`;
+  },
+  async act(button, r) {
+    const id = encodeURIComponent(r.arg);
+    const act = button.dataset.act;
+    if (act === "cancel") {
+      if (!confirm(`Cancel job ${r.arg}?`)) return;
+      await api("POST", `/v1/jobs/${id}/cancel`);
+    } else if (act === "retry") {
+      await api("POST", `/v1/jobs/${id}/retry`);
+    } else if (act === "purge") {
+      if (!confirm(`Delete dead job ${r.arg} for good?`)) return;
+      await api("DELETE", `/v1/dead/${id}`);
+      location.hash = "#/dead";
+      return;
+    }
+    setStatus(`job ${r.arg}: ${act} done`);
+  },
+};
+
+views.schedules = {
+  frame: () => `<h1>Schedules</h1><div id="body"></div>`,
+  async body() {
+    const { schedules } = await api("GET", "/v1/schedules");
+    if (!schedules.length) return `<p class="muted">No schedules (<code>PUT /v1/schedules/{name}</code> makes one).</p>`;
+    return `<div class="table-wrap"><table><thead><tr><th>Name</th><th>Cron</th><th>Job</th>
+      <th>Next fire</th><th class="hide-narrow">Last fired</th><th>Enabled</th><th></th></tr></thead><tbody>${schedules.map((s) => `
+      <tr data-schedule="${esc(s.name)}"><td>${esc(s.name)}</td>
+      <td><code>${esc(s.cron)}</code> <span class="muted">${esc(s.timezone)}</span></td>
+      <td class="wrap">${esc(s.job.type)} → ${esc(s.job.queue)}</td>
+      <td data-col="next">${s.next_fire_at ? `${time(s.next_fire_at)} <span class="muted">(${until(s.next_fire_at)})</span>` : "–"}
+        ${s.pending_fire_at ? `<span class="badge failed" title="the queue is full">held</span>` : ""}</td>
+      <td class="hide-narrow">${s.last_fired_at ? `${time(s.last_fired_at)}${s.last_job_id ? ` <a href="#/job/${encodeURIComponent(s.last_job_id)}">job</a>` : ""}` : "–"}</td>
+      <td>${s.enabled ? "yes" : badge("paused")}</td>
+      <td><button type="button" data-act="${s.enabled ? "disable" : "enable"}" data-name="${esc(s.name)}">${s.enabled ? "Disable" : "Enable"}</button></td>
+      </tr>`).join("")}</tbody></table></div>`;
+  },
+  async act(button) {
+    await api("PATCH", "/v1/schedules/" + encodeURIComponent(button.dataset.name), { enabled: button.dataset.act === "enable" });
+  },
+};
+
+views.workers = {
+  frame: () => `<h1>Workers</h1><div id="body"></div>
+    <p class="muted">Workers that hold running jobs, or finished one in the last 5 minutes
+    (<code>GET /v1/workers</code>). A worker waiting for work that has got none leaves no trace.</p>`,
+  async body() {
+    const { workers } = await api("GET", "/v1/workers" + query({ window_s: 300 }));
+    if (!workers.length) return `<p class="muted">No worker seen in the last 5 minutes.</p>`;
+    return `<div class="table-wrap"><table><thead><tr><th>Worker</th><th class="num">In flight</th>
+      <th>Queues</th><th>Last seen</th></tr></thead><tbody>${workers.map((w) => `
+      <tr data-worker="${esc(w.worker_id)}"><td class="wrap">${esc(w.worker_id)}</td>
+      <td class="num" data-col="running">${w.running}</td><td class="wrap">${w.queues.map(esc).join(", ")}</td>
+      <td>${ago(w.last_seen_at)}</td></tr>`).join("")}</tbody></table></div>`;
+  },
+};
+
+// ---- driving ----------------------------------------------------------------------------
+let current = null; // the route the frame was drawn for
+
+function stopPolling() {
+  clearTimeout(state.timer);
+  state.timer = null;
+}
+
+async function refresh() {
+  stopPolling();
+  const gen = ++state.gen; // a newer refresh (an action's, a navigation's) supersedes this one
+  const r = current;
+  const view = views[r.view];
+  const body = $("#body");
+  if (!view || !body) return;
+  try {
+    const html = await view.body(r);
+    if (r !== current || gen !== state.gen) return; // navigated away or refreshed meanwhile
+    body.innerHTML = html;
+    setStatus("updated " + new Date().toLocaleTimeString());
+  } catch (e) {
+    if (r !== current || e.status === 401) return;
+    setStatus(e.status === 403 ? "not allowed: " + e.message : "error: " + e.message, true);
+    if (e.status === 403) body.innerHTML = `<p class="error">This token may not read this page: ${esc(e.message)}</p>`;
+  }
+  if (r === current && gen === state.gen && !$("#view").hidden) state.timer = setTimeout(refresh, POLL_MS);
+}
+
+async function navigate() {
+  stopPolling();
+  const r = route();
+  if (!views[r.view]) { location.hash = "#/queues"; return; }
+  current = r;
+  state.cursors = [];
+  document.querySelectorAll("nav a").forEach((a) =>
+    a.classList.toggle("active", a.dataset.view === r.view || (r.view === "job" && a.dataset.view === "jobs")));
+  showApp();
+  const html = await views[r.view].frame(r);
+  if (r !== current) return;
+  $("#view").innerHTML = html;
+  await refresh();
+}
+
+async function onClick(ev) {
+  const button = ev.target.closest("button[data-act]");
+  if (!button || !current || !$("#view").contains(button)) return;
+  const view = views[current.view];
+  if (!view.act || state.busy) return;
+  state.busy = true;
+  button.disabled = true;
+  try {
+    await view.act(button, current);
+  } catch (e) {
+    if (e.status !== 401) setStatus(`${button.textContent.trim()} failed: ${e.message}`, true);
+  } finally {
+    state.busy = false;
+    button.disabled = false;
+  }
+  state.throughputAt = 0;
+  await refresh();
+}
+
+async function start() {
+  if (!(await checkAccess())) return;
+  if (current) await refresh(); else await navigate();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("#login-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const token = $("#token").value.trim();
+    if (!token) return;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("#token").value = "";
+    current = null;
+    await start();
+  });
+  $("#logout").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    current = null;
+    showLogin("Token forgotten.");
+  });
+  document.addEventListener("click", onClick);
+  document.addEventListener("submit", (ev) => {
+    if (ev.target.id !== "filters") return;
+    ev.preventDefault();
+    views[current.view].filter(ev.target);
+  });
+  window.addEventListener("hashchange", () => { if ($("#login").hidden) navigate(); });
+  start();
+});

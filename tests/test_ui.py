@@ -1,0 +1,314 @@
+"""The dashboard at /ui, driven in a real browser (Debian's chromium, through Playwright)
+against a real ``jobq serve``: what the page shows matches the API, and what it does takes
+effect through the API. Each test saves a screenshot of the page it checked in
+tests/artifacts/ui/ (git-ignored; CI leaves them for a reviewer)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests import pg
+from tests.conftest import ROOT, LiveServer
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = ROOT / "tests" / "artifacts" / "ui"
+ADMIN_TOKEN = "ui-test-admin-token-0123456789"
+
+if shutil.which(CHROMIUM) is None:  # CI installs it (.ci/run); say so rather than skip
+    raise RuntimeError(f"{CHROMIUM} is missing: apt-get install chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    pg = context.new_page()
+    pg.set_default_timeout(10_000)
+    yield pg
+    context.close()
+
+
+@pytest.fixture(scope="module")
+def live_server(admin_url: str, template_db: str) -> Iterator[LiveServer]:
+    """One service in local mode (no tokens) for the module: each test uses queues of its own."""
+    name = pg.clone(admin_url, template_db)
+    server = LiveServer(pg.with_database(admin_url, name))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        pg.drop(admin_url, name)
+
+
+@pytest.fixture
+def api(live_server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live_server.url, timeout=10) as c:
+        yield c
+
+
+def shot(page: Page, name: str) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def wait_until(check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.1)
+
+
+def enqueue(api: httpx.Client, queue: str, type_: str = "t", **body: Any) -> dict[str, Any]:
+    r = api.post("/v1/jobs", json={"type": type_, "queue": queue, **body})
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def lease(api: httpx.Client, queue: str, worker: str = "w-1") -> dict[str, Any] | None:
+    r = api.post("/v1/leases", json={"worker_id": worker, "queues": [queue], "limit": 1})
+    assert r.status_code == 200, r.text
+    leases = r.json()["leases"]
+    return leases[0] if leases else None
+
+
+def fail(api: httpx.Client, lease_: dict[str, Any], error: str, **body: Any) -> dict[str, Any]:
+    r = api.post(f"/v1/leases/{lease_['lease_id']}/fail", json={"error": error, **body})
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def dead_job(api: httpx.Client, queue: str, error: str = "boom") -> dict[str, Any]:
+    enqueue(api, queue, max_attempts=1)
+    got = lease(api, queue)
+    assert got is not None
+    job = fail(api, got, error)
+    assert job["status"] == "dead"
+    return job
+
+
+def job_status(api: httpx.Client, job_id: str) -> str | None:
+    r = api.get(f"/v1/jobs/{job_id}")
+    return str(r.json()["status"]) if r.status_code == 200 else None
+
+
+def cell(page: Page, queue: str, col: str) -> str:
+    return page.locator(f'tr[data-queue="{queue}"] td[data-col="{col}"]').inner_text().strip()
+
+
+def test_queues_page_shows_the_counts_the_api_gives(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    # mail: 6 enqueued; 2 running, 1 completed, 1 failed waiting to retry, 1 dead, 1 pending
+    for _ in range(5):
+        enqueue(api, "mail", "email.send")
+    enqueue(api, "mail", "email.send", max_attempts=1)
+    leases = [lease(api, "mail", "w-mail") for _ in range(6)]
+    assert all(leases)
+    assert api.post(f"/v1/leases/{leases[0]['lease_id']}/ack", json={"result": {"ok": True}}).status_code == 200
+    fail(api, leases[1], "smtp timeout", retry_in_ms=3_600_000)
+    last = next(le for le in leases if le["job"]["max_attempts"] == 1)
+    fail(api, last, "bounced")
+    # 6 leases: 1 acked, 1 failed (retry), 1 dead; the other 3 still run; cancel one:
+    running = [le for le in leases[2:] if le is not last]
+    assert len(running) == 3
+    r = api.post(f"/v1/jobs/{running[0]['job']['id']}/cancel")
+    assert r.status_code == 200
+    enqueue(api, "img", "thumb")  # a second queue, all pending
+
+    page.goto(live_server.url + "/")
+    expect(page).to_have_url(live_server.url + "/ui")  # / sends the browser to the dashboard
+    expect(page.locator('tr[data-queue="mail"]')).to_be_visible()
+    counts = api.get("/v1/queues/mail").json()["counts"]
+    assert counts == {"pending": 0, "running": 2, "failed": 1, "completed": 1, "dead": 1, "cancelled": 1}
+    assert cell(page, "mail", "waiting") == str(counts["pending"] + counts["failed"])
+    assert cell(page, "mail", "running") == "2"
+    assert cell(page, "mail", "failed") == "1"
+    assert cell(page, "mail", "dead") == "1"
+    assert cell(page, "mail", "completed") == "1"
+    assert cell(page, "img", "waiting") == "1" and cell(page, "img", "running") == "0"
+    # the chart: two jobs finished this minute (1 completed, 1 dead), as /v1/throughput says
+    tp = {q["name"]: q for q in api.get("/v1/throughput").json()["queues"]}["mail"]
+    assert tp["completed"][-1] + tp["dead"][-1] == 2
+    expect(page.locator('tr[data-queue="mail"] [data-col="per-min"]')).to_have_text("2/min")
+    expect(page.locator('tr[data-queue="mail"] svg.spark rect.c')).to_have_count(1)
+    expect(page.locator('tr[data-queue="mail"] svg.spark rect.d')).to_have_count(1)
+
+    # it refreshes in place: a new job shows up without a reload
+    page.evaluate("window.__marker = 1")
+    enqueue(api, "img", "thumb")
+    expect(page.locator('tr[data-queue="img"] td[data-col="waiting"]')).to_have_text("2")
+    assert page.evaluate("window.__marker") == 1
+    shot(page, "queues")
+
+    # the workers page: w-mail runs the 2 jobs still leased
+    page.goto(live_server.url + "/ui#/workers")
+    expect(page.locator('tr[data-worker="w-mail"] td[data-col="running"]')).to_have_text("2")
+    shot(page, "workers")
+
+    # the job browser, filtered, and a phone-sized view of it
+    page.goto(live_server.url + "/ui#/jobs?queue=mail&status=running")
+    expect(page.locator("tr[data-job]")).to_have_count(2)
+    shot(page, "jobs")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(live_server.url + "/ui#/queues")
+    expect(page.locator('tr[data-queue="mail"]')).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1
+    shot(page, "queues-phone")
+
+
+def test_job_browser_pages_with_the_cursor(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    ids = [enqueue(api, "bulk", "b")["id"] for _ in range(55)]
+    page.goto(live_server.url + "/ui#/jobs?queue=bulk")
+    expect(page.locator("tr[data-job]")).to_have_count(50)
+    first_page = page.locator("tr[data-job]").evaluate_all("rows => rows.map(r => r.dataset.job)")
+    assert first_page == list(reversed(ids))[:50]  # newest first, as GET /v1/jobs
+    page.get_by_role("button", name="Next").click()
+    expect(page.locator("tr[data-job]")).to_have_count(5)
+    rest = page.locator("tr[data-job]").evaluate_all("rows => rows.map(r => r.dataset.job)")
+    assert rest == list(reversed(ids))[50:]
+    expect(page.get_by_role("button", name="Next")).to_be_disabled()
+    page.get_by_role("button", name="Previous").click()
+    expect(page.locator("tr[data-job]")).to_have_count(50)
+
+
+def test_replay_and_purge_dead_jobs_from_the_page(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    one = dead_job(api, "dl-mail", "bounced")
+    two = dead_job(api, "dl-mail", "bounced again")
+    other = dead_job(api, "dl-img", "corrupt")
+    page.on("dialog", lambda d: d.accept())  # the confirmations
+    page.goto(live_server.url + "/ui#/dead")  # every dead job: other tests' too
+    for j in (one, two, other):
+        expect(page.locator(f'tr[data-job="{j["id"]}"]')).to_be_visible()
+    shot(page, "dead")
+
+    page.locator(f'tr[data-job="{one["id"]}"] button[data-act="replay-one"]').click()
+    wait_until(lambda: job_status(api, one["id"]) == "pending")
+    expect(page.locator(f'tr[data-job="{one["id"]}"]')).to_have_count(0)
+
+    page.locator(f'tr[data-job="{two["id"]}"] button[data-act="purge-one"]').click()
+    wait_until(lambda: job_status(api, two["id"]) is None)
+
+    # filtered: purge every dead job of dl-img, with the confirmation accepted
+    dead_job(api, "dl-mail", "kept")
+    page.goto(live_server.url + "/ui#/dead?queue=dl-img")
+    expect(page.locator("tr[data-job]")).to_have_count(1)
+    page.get_by_role("button", name="Purge all matching").click()
+    wait_until(lambda: job_status(api, other["id"]) is None)
+    dead_mail = api.get("/v1/jobs", params={"status": "dead", "queue": "dl-mail"}).json()["jobs"]
+    assert len(dead_mail) == 1  # the other queue's dead job is still there
+
+
+def test_declined_confirmation_purges_nothing(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    job = dead_job(api, "dl-keep")
+    page.on("dialog", lambda d: d.dismiss())
+    page.goto(live_server.url + "/ui#/dead?queue=dl-keep")
+    expect(page.locator("tr[data-job]")).to_have_count(1)
+    page.get_by_role("button", name="Purge all matching").click()
+    page.locator(f'tr[data-job="{job["id"]}"] button[data-act="purge-one"]').click()
+    page.wait_for_timeout(500)
+    assert job_status(api, job["id"]) == "dead"
+
+
+def test_pause_and_resume_from_the_page(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    job = enqueue(api, "pz")
+    page.goto(live_server.url + "/ui")
+    row = page.locator('tr[data-queue="pz"]')
+    row.get_by_role("button", name="Pause").click()
+    wait_until(lambda: api.get("/v1/queues/pz").json()["settings"]["paused"])
+    expect(row.locator(".badge.paused")).to_be_visible()
+    # paused: a claim gets nothing (the pause reaches claims within 1 s)
+    time.sleep(1.2)
+    assert lease(api, "pz") is None
+    shot(page, "queues-paused")
+    row.get_by_role("button", name="Resume").click()
+    wait_until(lambda: not api.get("/v1/queues/pz").json()["settings"]["paused"])
+    got = wait_until(lambda: lease(api, "pz"), timeout_s=5)
+    assert got["job"]["id"] == job["id"]
+
+
+def test_job_page_shows_payload_attempts_and_error_history(
+    page: Page, api: httpx.Client, live_server: LiveServer
+) -> None:
+    job = enqueue(api, "jp", "email.send", payload={"to": "a@example.com"}, max_attempts=3)
+    for err in ("first: smtp timeout", "second: <b>refused</b>"):
+        got = lease(api, "jp")
+        assert got is not None
+        fail(api, got, err, retry_in_ms=0)
+        wait_until(lambda: job_status(api, job["id"]) == "failed")
+    page.goto(live_server.url + f"/ui#/job/{job['id']}")
+    expect(page.locator("#errors tbody tr")).to_have_count(2)
+    errors = page.locator("#errors tbody tr td.wrap").all_inner_texts()
+    assert errors == ["first: smtp timeout", "second: <b>refused</b>"]  # shown as text, not markup
+    expect(page.locator('[data-field="attempts"]')).to_have_text("2 of 3")
+    expect(page.get_by_text('"to": "a@example.com"')).to_be_visible()
+    shot(page, "job")
+
+    # the schedules page lists a schedule with its next fire time
+    r = api.put("/v1/schedules/nightly", json={"cron": "0 2 * * *", "job": {"type": "report", "queue": "jp"}})
+    assert r.status_code == 201, r.text
+    page.goto(live_server.url + "/ui#/schedules")
+    next_fire = r.json()["next_fire_at"]
+    expect(page.locator('tr[data-schedule="nightly"] td[data-col="next"] span[title]')).to_have_attribute(
+        "title", next_fire
+    )
+    shot(page, "schedules")
+
+
+@pytest.fixture
+def secured_server(database_url: str) -> Iterator[LiveServer]:
+    server = LiveServer(database_url, env={"JOBQ_ADMIN_TOKEN": ADMIN_TOKEN})
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_with_tokens_the_page_needs_an_admin_token(page: Page, secured_server: LiveServer) -> None:
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=secured_server.url, headers=admin, timeout=10) as api:
+        r = api.post("/v1/tokens", json={"role": "producer", "queues": "*"})
+        assert r.status_code == 201, r.text
+        producer = r.json()["token"]
+        enqueue(api, "mail")
+
+    page.goto(secured_server.url + "/ui")
+    expect(page.locator("#login")).to_be_visible()
+    expect(page.locator("#view")).to_be_hidden()
+    shot(page, "login")
+
+    page.fill("#token", producer)
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator("#login-error")).to_contain_text("not an admin token")
+    expect(page.locator("#view")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('jobq.token')") is None
+
+    page.fill("#token", "jq_000000000000_" + "A" * 43)
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator("#login-error")).to_contain_text("not valid")
+
+    page.fill("#token", ADMIN_TOKEN)
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator('tr[data-queue="mail"] td[data-col="waiting"]')).to_have_text("1")
+    # kept for this tab only
+    assert page.evaluate("sessionStorage.getItem('jobq.token')") == ADMIN_TOKEN
+    assert page.evaluate("localStorage.length") == 0
+    assert "ui-test-admin" not in page.context.cookies().__repr__()
