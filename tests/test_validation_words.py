@@ -78,3 +78,10 @@ async def test_a_missing_or_non_object_body_says_so(client: httpx.AsyncClient) -
     # None of it enqueued anything or touched the lease.
     assert await total(client) == 1
     assert (await client.post(f"/v1/leases/{lid}/ack")).status_code == 200
+
+
+async def test_a_bad_path_is_still_named_beside_a_body_not_sent_as_json(client: httpx.AsyncClient) -> None:
+    r = await send(client, "PATCH", "/v1/queues/-bad", b'{"paused": true}', {"content-type": "text/plain"})
+    assert r.status_code == 422
+    locs = [item["loc"] for item in r.json()["errors"]]
+    assert ["path", "name"] in locs and ["body"] in locs, r.json()

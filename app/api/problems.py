@@ -212,7 +212,10 @@ def validation_problem(errors: list[dict[str, Any]], *, body: Any = None,
     when the content type was not JSON (FastAPI then validates the bytes, and its message,
     "Input should be a valid dictionary", would hide the real mistake)."""
     if isinstance(body, (bytes, bytearray)) and body.strip():
-        return validation_problem([_not_json(content_type)])
+        # The body's own errors are the content type's fault; a bad path or query value
+        # is a mistake of its own, and still named.
+        others = [err for err in errors if tuple(err.get("loc", ()))[:1] != ("body",)]
+        return validation_problem([*others, _not_json(content_type)])
     items = [_json_error(err, body) if err.get("type") == "json_invalid"
              else {"loc": ["body"], "msg": _WHOLE_BODY[err["type"]]}
              if tuple(err.get("loc", ())) == ("body",) and err.get("type") in _WHOLE_BODY
