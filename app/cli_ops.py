@@ -114,6 +114,38 @@ def _url_source(param: str = "url") -> str:
     return "the default; set JOBQ_URL or pass --url"
 
 
+def _refuse_group_options(ctx: typer.Context) -> None:
+    """Refuse the options a group such as ``jobq dead`` takes for its own listing when they
+    come before a subcommand: ``jobq dead --url X --limit 5 purge`` would otherwise purge
+    every dead job on the default service. Only what the command line gave counts: JOBQ_URL
+    and JOBQ_TOKEN from the environment are the subcommand's too. One line, exit 2, nothing
+    done (the subcommand has not even been parsed yet)."""
+    if ctx.invoked_subcommand is None:
+        return
+    given = [p for p in ctx.command.params
+             if p.name and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE]
+    if not given:
+        return
+    group, sub = ctx.info_name, ctx.invoked_subcommand
+    # ctx.command is the group (a click Group, whatever copy of click typer carries).
+    command = ctx.command.get_command(ctx, sub)  # type: ignore[attr-defined]
+    takes = {o for p in (command.params if command is not None else []) for o in p.opts}
+
+    def usage(params: list[Any]) -> str:
+        return " ".join(p.opts[0] if getattr(p, "is_flag", False) else f"{p.opts[0]} ..."
+                        for p in params)
+
+    stray = [p for p in given if p.opts[0] not in takes]
+    if stray:
+        # --all or --cursor: only the listing has them; moving them would not help.
+        names = ", ".join(p.opts[0] for p in stray)
+        what = "they are" if len(stray) > 1 else "it is"
+        _fail(f"jobq {group} {sub} takes no {names}: {what} for the listing alone "
+              f"(jobq {group} {usage(stray)})", code=2)
+    names = ", ".join(p.opts[0] for p in given)
+    _fail(f"{names} must go after the subcommand: jobq {group} {sub} {usage(given)}", code=2)
+
+
 _JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number",
               bool: "a boolean", type(None): "null"}
 
@@ -328,12 +360,9 @@ def register(app: typer.Typer) -> None:
                      limit: Limit = 100, every: Every = False, cursor: Cursor = None,
                      url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
         """The dead-letter queue; alone, lists dead jobs (the same as `jobq dead list`)."""
+        _refuse_group_options(ctx)
         if ctx.invoked_subcommand is None:
             dead_list(queue, type, limit, every, cursor, url, token, as_json)
-        elif queue is not None or type is not None:
-            # `jobq dead --queue a purge` would otherwise purge with no filter at all.
-            _fail(f"--queue and --type go after the subcommand: jobq dead {ctx.invoked_subcommand} "
-                  "--queue ... --type ...", code=2)
 
     @dead_app.command("list")
     def dead_list(queue: Annotated[str | None, typer.Option()] = None,
@@ -382,6 +411,7 @@ def register(app: typer.Typer) -> None:
     def queues_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
                     as_json: AsJson = False) -> None:
         """List queues with their counts and lag."""
+        _refuse_group_options(ctx)
         if ctx.invoked_subcommand is not None:
             return
         with _client(url, token) as c:
@@ -447,6 +477,7 @@ def register(app: typer.Typer) -> None:
     def schedules_default(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
                           as_json: AsJson = False) -> None:
         """List schedules (the same as `jobq schedules list`)."""
+        _refuse_group_options(ctx)
         if ctx.invoked_subcommand is None:
             schedules_list(url, token, as_json)
 

@@ -20,6 +20,7 @@ from jobq.cli_ops import (
     _client,
     _json_object,
     _print_json,
+    _refuse_group_options,
     console,
 )
 
@@ -48,6 +49,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False
     ) -> None:
         """List topics (the same as `jobq topics list`)."""
+        _refuse_group_options(ctx)
         if ctx.invoked_subcommand is None:
             topics_list(url, token, as_json)
 
