@@ -478,3 +478,79 @@ def test_downgrade_drops_the_functions_and_schema_and_upgrade_restores_them(data
         migrations.dispose()
     with psycopg.connect(database_url) as conn:
         assert enqueue_sql(conn, queue="again") > 0
+
+
+# ------------------------------------------------------------------ search_path hijacking
+
+# Overloads a role with CREATE on the tables' schema could plant: each is a better match than
+# the built-in for a call the functions make (an exact type instead of a cast or a
+# polymorphic one), and, run as the functions' owner, would make the planter a superuser.
+PLANTS = {
+    "make_interval(secs numeric)": "interval AS $$ SELECT pg_catalog.make_interval(secs => secs::float8) $$",
+    "format(text, text)": "text AS $$ SELECT pg_catalog.format($1, $2) $$",
+    "format(text, integer)": "text AS $$ SELECT pg_catalog.format($1, $2) $$",
+    "format(text, text, text)": "text AS $$ SELECT pg_catalog.format($1, $2, $3) $$",
+    "format(text, text, text, text)": "text AS $$ SELECT pg_catalog.format($1, $2, $3, $4) $$",
+    "jsonb_set(jsonb, text[], jsonb)": "jsonb AS $$ SELECT pg_catalog.jsonb_set($1, $2, $3) $$",
+    "to_jsonb(integer)": "jsonb AS $$ SELECT pg_catalog.to_jsonb($1) $$",
+    "cardinality(jsonb[])": "integer AS $$ SELECT pg_catalog.cardinality($1) $$",
+    "now()": "timestamptz AS $$ SELECT pg_catalog.now() $$",
+    "jobq_aged_key(timestamptz, numeric, bigint)": "double precision AS $$ SELECT 0::float8 $$",
+}
+
+
+def test_overloads_planted_in_the_tables_schema_do_not_run_as_the_owner(database_url: str) -> None:
+    """A role allowed to enqueue and to create in the tables' schema (PostgreSQL 14 and older
+    grant CREATE on public to every role) plants overloads of the built-ins the functions
+    call and temporary tables named like jobq's, then enqueues: none of it runs or is
+    written, and the job and its counts land in jobq's tables."""
+    role = f"jobq_test_planter_{uuid.uuid4().hex[:8]}"
+    ident = sql.Identifier(role)
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        schema = admin.execute("SELECT current_schema()").fetchone()
+        assert schema is not None
+        admin.execute(sql.SQL("CREATE ROLE {}").format(ident))
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA jobq TO {}").format(ident))
+        admin.execute(sql.SQL("GRANT EXECUTE ON FUNCTION jobq.enqueue, jobq.enqueue_many TO {}").format(ident))
+        admin.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA {} TO {}").format(sql.Identifier(schema[0]), ident))
+        try:
+            with psycopg.connect(database_url) as conn:
+                conn.execute(sql.SQL("SET ROLE {}").format(ident))
+                conn.execute("CREATE TABLE planted_ran (fn text)")
+                conn.execute("GRANT INSERT ON planted_ran TO PUBLIC")
+                # Each plant records that it ran and escalates, then answers as the built-in
+                # would, so that the call succeeds and nothing looks amiss.
+                conn.execute(
+                    sql.SQL("""CREATE FUNCTION escalate(fn text) RETURNS void LANGUAGE plpgsql AS $$
+                               BEGIN INSERT INTO planted_ran VALUES (fn); ALTER ROLE {} SUPERUSER; END $$""").format(
+                        ident
+                    )
+                )
+                for signature, body in PLANTS.items():
+                    returns, _, query = body.partition(" AS ")
+                    conn.execute(
+                        f"CREATE FUNCTION {signature} RETURNS {returns} LANGUAGE plpgsql AS $plant$ "
+                        f"BEGIN PERFORM escalate('{signature}'); RETURN ({query.strip('$ ')}); END $plant$"
+                    )
+                # Temporary tables named like jobq's: pg_temp is on every search_path.
+                for table in ("jobs", "queues"):
+                    conn.execute(f"CREATE TEMP TABLE {table} (id bigint, name text)")
+                conn.execute("""CREATE TEMP TABLE job_counts (queue text, status text, type text,
+                                shard smallint, n bigint, PRIMARY KEY (queue, status, type, shard))""")
+                big = json.dumps({"pad": "x" * 300, "deep": [[{"a": [1]}]]})
+                conn.execute("SELECT jobq.enqueue('planted', 't', %s::jsonb)", (big,))
+                conn.execute("SELECT jobq.enqueue('planted', 't', %s::jsonb, delay_ms => 1500)", (big,))
+                conn.execute(
+                    "SELECT jobq.enqueue_many(%s::jsonb)",
+                    (json.dumps([{"type": "t", "queue": "planted", "payload": json.loads(big)}] * 2),),
+                )
+                conn.commit()
+            ran = admin.execute("SELECT fn FROM planted_ran").fetchall()
+            superuser = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            assert (ran, superuser) == ([], (False,))
+            jobs = admin.execute("SELECT count(*) FROM jobs WHERE queue = 'planted'").fetchone()
+            counted = admin.execute("SELECT sum(n) FROM job_counts WHERE queue = 'planted'").fetchone()
+            assert (jobs, counted) == ((4,), (4,))
+        finally:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(ident))
+            admin.execute(sql.SQL("DROP ROLE {}").format(ident))
