@@ -182,7 +182,7 @@ async def test_a_full_queue_raises_jq429_and_creates_nothing(
     assert counts["pending"] == 1
 
 
-RESERVED = 'idempotency_key: keys starting with "topic:" or "schedule:" are reserved'
+RESERVED = "idempotency_key: keys starting with 'topic:' or 'schedule:' are reserved for the jobs of"
 
 
 @pytest.mark.parametrize(
@@ -619,7 +619,7 @@ def migrate_to(database_url: str, revision: str) -> None:
 FUNCTIONS = "SELECT count(*) FROM pg_proc WHERE pronamespace = 'jobq'::regnamespace"
 
 
-def test_a_schema_jobq_of_another_role_fails_the_migration(database_url: str) -> None:
+def test_a_schema_jobq_another_role_owns_or_creates_in_fails_the_migration(database_url: str) -> None:
     """SECURITY DEFINER functions in a schema someone else owns could be replaced by them and
     would then run with the migrating role's rights: the migration refuses, naming both."""
     role = f"jobq_test_squatter_{uuid.uuid4().hex[:8]}"
@@ -636,8 +636,15 @@ def test_a_schema_jobq_of_another_role_fails_the_migration(database_url: str) ->
             assert f'schema "jobq" already exists and belongs to role "{role}", not to "{me[0]}"' in message
             assert admin.execute("SELECT version_num FROM alembic_version").fetchone() != ("0009",)
             assert admin.execute(FUNCTIONS).fetchone() == (0,)
-            # Once the schema is jobq's own, the migration goes through.
+            # Ours, but others may create in it: refused too.
             admin.execute("ALTER SCHEMA jobq OWNER TO CURRENT_USER")
+            admin.execute(sql.SQL("GRANT CREATE ON SCHEMA jobq TO {}").format(sql.Identifier(role)))
+            with pytest.raises(RuntimeError) as refused:
+                migrate_to(database_url, "head")
+            assert 'schema "jobq" grants CREATE to other roles' in str(refused.value)
+            assert admin.execute(FUNCTIONS).fetchone() == (0,)
+            # Once the schema is jobq's own alone, the migration goes through.
+            admin.execute(sql.SQL("REVOKE CREATE ON SCHEMA jobq FROM {}").format(sql.Identifier(role)))
             migrate_to(database_url, "head")
             assert admin.execute("SELECT version_num FROM alembic_version").fetchone() == ("0009",)
         finally:

@@ -48,8 +48,6 @@ depends_on = None
 # pg_temp only (pg_temp is never searched for functions or operators; jobq's tables are named
 # with {s}, so no temporary table is looked up either).
 UPGRADE = r"""
-CREATE SCHEMA IF NOT EXISTS jobq;
-
 -- The counter trigger runs inside the functions below (with their search_path) and names
 -- job_counts without a schema: its own path finds the table before any temporary one.
 ALTER FUNCTION {s}.jobs_count_changes() SET search_path = pg_catalog, {s}, pg_temp;
@@ -85,8 +83,8 @@ BEGIN
         fault := 'idempotency_key: must be 1 to 255 characters';
     ELSIF left(idempotency_key, 6) = 'topic:' OR left(idempotency_key, 9) = 'schedule:' THEN
         -- The keys jobq gives the jobs of topic publishes and schedule fires (as the API).
-        fault := 'idempotency_key: keys starting with "topic:" or "schedule:" are reserved for '
-                 'the jobs of topic publishes and schedules';
+        fault := 'idempotency_key: keys starting with ''topic:'' or ''schedule:'' are reserved '
+                 'for the jobs of topic publishes and schedules';
     END IF;
     -- As deep as the API allows (MAX_JSON_DEPTH): level by level, each container once. Each
     -- level takes two brackets of the text, so a shorter payload cannot be too deep.
@@ -412,18 +410,28 @@ def _schema() -> str:
 
 
 def upgrade() -> None:
-    owner = (
-        op.get_bind()
-        .exec_driver_sql("SELECT pg_get_userbyid(nspowner), current_user FROM pg_namespace WHERE nspname = 'jobq'")
-        .first()
-    )
-    if owner is not None and owner[0] != owner[1]:
+    bind = op.get_bind()
+    # Checked after CREATE SCHEMA, in the same transaction: a schema another role made in
+    # between is seen, and once it is ours nobody else can hand it over or grant on it.
+    op.execute("CREATE SCHEMA IF NOT EXISTS jobq")
+    owner, me, shared = bind.exec_driver_sql("""
+        SELECT pg_get_userbyid(n.nspowner), current_user,
+               EXISTS (SELECT 1 FROM aclexplode(n.nspacl) AS a
+                        WHERE a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner)
+          FROM pg_namespace AS n WHERE n.nspname = 'jobq'""").one()
+    if owner != me:
         raise RuntimeError(
-            f'schema "jobq" already exists and belongs to role "{owner[0]}", not to "{owner[1]}", '
-            "the role running this migration: the SECURITY DEFINER functions it installs there "
-            "would run with this role's rights in a schema another role controls. Drop or rename "
-            f'that schema, or run the migration as its owner (ALTER SCHEMA jobq OWNER TO "{owner[1]}" '
-            "if it is really jobq's), then migrate again."
+            f'schema "jobq" already exists and belongs to role "{owner}", not to "{me}", the role '
+            "running this migration: the SECURITY DEFINER functions it installs there would run "
+            "with this role's rights in a schema another role controls. Drop or rename that "
+            f'schema, or run the migration as its owner (ALTER SCHEMA jobq OWNER TO "{me}" if it '
+            "is really jobq's), then migrate again."
+        )
+    if shared:
+        raise RuntimeError(
+            'schema "jobq" grants CREATE to other roles, who could put functions beside the '
+            "SECURITY DEFINER ones this migration installs there: revoke it (REVOKE CREATE ON "
+            "SCHEMA jobq FROM ...), then migrate again."
         )
     op.execute(UPGRADE.format(s=_schema()))
 
