@@ -243,7 +243,7 @@ $fn$;
 -- cut to microseconds. Checked field by field rather than by catching the cast's error: an
 -- exception block is a subtransaction per job, and a batch holds up to 1000.
 CREATE FUNCTION jobq._run_at(value text, at text)
-RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
+RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     m text[];
     year integer;
