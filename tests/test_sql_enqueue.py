@@ -182,6 +182,9 @@ async def test_a_full_queue_raises_jq429_and_creates_nothing(
     assert counts["pending"] == 1
 
 
+RESERVED = "idempotency_key: keys starting with 'topic:' or 'schedule:' are reserved for the jobs of"
+
+
 @pytest.mark.parametrize(
     "body,message",
     [
@@ -192,6 +195,8 @@ async def test_a_full_queue_raises_jq429_and_creates_nothing(
         ({"delay_ms": 5, "run_at": "2030-01-01T00:00:00Z"}, "run_at: give one of"),
         ({"max_attempts": 0}, "max_attempts: must be 1 to 10000"),
         ({"idempotency_key": ""}, "idempotency_key: must be 1 to 255"),
+        ({"idempotency_key": "topic:orders/7"}, RESERVED),
+        ({"idempotency_key": "schedule:nightly:2030-01-01T00:00:00Z"}, RESERVED),
         ({"payload": {"a": json.loads("[" * 128 + "]" * 128)}}, "payload: JSON nested deeper"),
     ],
 )
@@ -219,6 +224,18 @@ def test_bad_input_raises_jq422_naming_the_field(
         ([{"type": "t", "payload": None}], "jobs[0].payload: must be a JSON object"),
         ([{"type": "t", "run_at": "2030-01-01"}], "jobs[0].run_at: must be an RFC 3339"),
         ([{"type": "t", "run_at": "9999-12-31T23:59:59-14:00"}], "jobs[0].run_at: must fall within"),
+        ([{"type": "t", "run_at": "0001-01-01T00:00:00+01:00"}], "jobs[0].run_at: must fall within"),
+        # Well-formed but impossible: PostgreSQL's own input would raise 22008 or 22009.
+        ([{"type": "t"}, {"type": "t", "run_at": "2030-02-30T00:00:00Z"}], "jobs[1].run_at: not a valid date"),
+        ([{"type": "t", "run_at": "2030-01-01T25:00:00Z"}], "jobs[0].run_at: not a valid date"),
+        ([{"type": "t", "run_at": "2030-01-01T00:00:00+99:00"}], "jobs[0].run_at: not a valid date"),
+        ([{"type": "t", "run_at": "0000-01-01T00:00:00Z"}], "jobs[0].run_at: not a valid date"),
+        # PostgreSQL would take these as the next day; the API refuses them.
+        ([{"type": "t", "run_at": "2030-01-01T24:00:00Z"}], "jobs[0].run_at: not a valid date"),
+        ([{"type": "t", "run_at": "2030-01-01T23:59:60Z"}], "jobs[0].run_at: not a valid date"),
+        ([{"type": "t", "priority": 100.0}], "jobs[0].priority: must be an integer"),
+        ([{"type": "t", "max_attempts": 3.0}], "jobs[0].max_attempts: must be an integer"),
+        ([{"type": "t", "idempotency_key": "topic:orders/7"}], "jobs[0]." + RESERVED),
     ],
 )
 def test_bad_batches_raise_jq422_naming_the_job_and_field(db: psycopg.Connection[Any], jobs: Any, message: str) -> None:
@@ -272,6 +289,20 @@ MATRIX: list[dict[str, Any]] = [
     {"type": "x", "payload": {"a": json.loads("[" * 128 + "]" * 128)}},
     {"type": "y", "payload": {"a": json.loads("[" * 127 + "]" * 127)}},
 ]
+# Well-formed run_at values naming no instant (PostgreSQL: SQLSTATE 22008 or 22009).
+IMPOSSIBLE_RUN_AT = [
+    "2030-02-30T00:00:00Z",
+    "2029-02-29T00:00:00Z",
+    "2030-13-01T00:00:00Z",
+    "2030-01-01T25:00:00Z",
+    "2030-01-01T00:60:00Z",
+    "2030-01-01T24:00:00Z",
+    "2030-01-01T23:59:60Z",
+    "2030-01-01T00:00:00+99:00",
+    "2030-01-01T00:00:00+24:00",
+    "2030-01-01T00:00:00+05:60",
+    "0000-01-01T00:00:00Z",
+]
 # Batches (for /v1/jobs/batch and jobq.enqueue_many): every body alone, then mixtures.
 BATCHES: list[list[dict[str, Any]]] = [[body] for body in MATRIX] + [
     [
@@ -289,6 +320,18 @@ BATCHES: list[list[dict[str, Any]]] = [[body] for body in MATRIX] + [
     [{"type": "m", "queue": "b1", "payload": "text"}],
     [{"type": "m", "queue": "b1", "unknown": 1}],
     [{"queue": "b1"}],
+    # run_at as the API reads it, where PostgreSQL's input reads it otherwise.
+    *([{"type": "r", "queue": "b1", "run_at": at}] for at in IMPOSSIBLE_RUN_AT),
+    [{"type": "r", "queue": "b1", "run_at": "2030-01-01T00:00:00+16:00"}],
+    [{"type": "r", "queue": "b1", "run_at": "2030-01-01T00:00:00-23:59"}],
+    [{"type": "r", "queue": "b1", "run_at": "2030-01-01t00:00:00.9999999z"}],
+    [{"type": "r", "queue": "b1", "run_at": "2030-06-30 12:00:00.5+05:30"}],
+    [{"type": "r", "queue": "b1", "run_at": "2028-02-29T00:00:00Z"}],
+    [{"type": "r", "queue": "b1", "run_at": "0001-01-01T00:00:00+01:00"}],
+    # Integers written with a fraction are not integers to the strict API.
+    [{"type": "r", "queue": "b1", "priority": 100.0}],
+    [{"type": "r", "queue": "b1", "max_attempts": 3.0}],
+    [{"type": "r", "queue": "b1", "delay_ms": 0.0}],
 ]
 
 SQLSTATE_CODES = {"JQ422": "validation_error", "JQ409": "idempotency_conflict", "JQ429": "queue_full"}
@@ -478,3 +521,153 @@ def test_downgrade_drops_the_functions_and_schema_and_upgrade_restores_them(data
         migrations.dispose()
     with psycopg.connect(database_url) as conn:
         assert enqueue_sql(conn, queue="again") > 0
+
+
+# ------------------------------------------------------------------ search_path hijacking
+
+# Overloads a role with CREATE on the tables' schema could plant: each is a better match than
+# the built-in for a call the functions make (an exact type instead of a cast or a
+# polymorphic one), and, run as the functions' owner, would make the planter a superuser.
+PLANTS = {
+    "make_interval(secs numeric)": "interval AS $$ SELECT pg_catalog.make_interval(secs => secs::float8) $$",
+    "format(text, text)": "text AS $$ SELECT pg_catalog.format($1, $2) $$",
+    "format(text, integer)": "text AS $$ SELECT pg_catalog.format($1, $2) $$",
+    "format(text, text, text)": "text AS $$ SELECT pg_catalog.format($1, $2, $3) $$",
+    "format(text, text, text, text)": "text AS $$ SELECT pg_catalog.format($1, $2, $3, $4) $$",
+    "jsonb_set(jsonb, text[], jsonb)": "jsonb AS $$ SELECT pg_catalog.jsonb_set($1, $2, $3) $$",
+    "to_jsonb(integer)": "jsonb AS $$ SELECT pg_catalog.to_jsonb($1) $$",
+    "cardinality(jsonb[])": "integer AS $$ SELECT pg_catalog.cardinality($1) $$",
+    "now()": "timestamptz AS $$ SELECT pg_catalog.now() $$",
+    "jobq_aged_key(timestamptz, numeric, bigint)": "double precision AS $$ SELECT 0::float8 $$",
+}
+
+
+def test_overloads_planted_in_the_tables_schema_do_not_run_as_the_owner(database_url: str) -> None:
+    """A role allowed to enqueue and to create in the tables' schema (PostgreSQL 14 and older
+    grant CREATE on public to every role) plants overloads of the built-ins the functions
+    call and temporary tables named like jobq's, then enqueues: none of it runs or is
+    written, and the job and its counts land in jobq's tables."""
+    role = f"jobq_test_planter_{uuid.uuid4().hex[:8]}"
+    ident = sql.Identifier(role)
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        schema = admin.execute("SELECT current_schema()").fetchone()
+        assert schema is not None
+        admin.execute(sql.SQL("CREATE ROLE {}").format(ident))
+        admin.execute(sql.SQL("GRANT USAGE ON SCHEMA jobq TO {}").format(ident))
+        admin.execute(sql.SQL("GRANT EXECUTE ON FUNCTION jobq.enqueue, jobq.enqueue_many TO {}").format(ident))
+        admin.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA {} TO {}").format(sql.Identifier(schema[0]), ident))
+        try:
+            with psycopg.connect(database_url) as conn:
+                conn.execute(sql.SQL("SET ROLE {}").format(ident))
+                conn.execute("CREATE TABLE planted_ran (fn text)")
+                conn.execute("GRANT INSERT ON planted_ran TO PUBLIC")
+                # Each plant records that it ran and escalates, then answers as the built-in
+                # would, so that the call succeeds and nothing looks amiss.
+                conn.execute(
+                    sql.SQL("""CREATE FUNCTION escalate(fn text) RETURNS void LANGUAGE plpgsql AS $$
+                               BEGIN INSERT INTO planted_ran VALUES (fn); ALTER ROLE {} SUPERUSER; END $$""").format(
+                        ident
+                    )
+                )
+                for signature, body in PLANTS.items():
+                    returns, _, query = body.partition(" AS ")
+                    conn.execute(
+                        f"CREATE FUNCTION {signature} RETURNS {returns} LANGUAGE plpgsql AS $plant$ "
+                        f"BEGIN PERFORM escalate('{signature}'); RETURN ({query.strip('$ ')}); END $plant$"
+                    )
+                # Temporary tables named like jobq's: pg_temp is on every search_path.
+                for table in ("jobs", "queues"):
+                    conn.execute(f"CREATE TEMP TABLE {table} (id bigint, name text)")
+                conn.execute("""CREATE TEMP TABLE job_counts (queue text, status text, type text,
+                                shard smallint, n bigint, PRIMARY KEY (queue, status, type, shard))""")
+                big = json.dumps({"pad": "x" * 300, "deep": [[{"a": [1]}]]})
+                conn.execute("SELECT jobq.enqueue('planted', 't', %s::jsonb)", (big,))
+                conn.execute("SELECT jobq.enqueue('planted', 't', %s::jsonb, delay_ms => 1500)", (big,))
+                conn.execute(
+                    "SELECT jobq.enqueue_many(%s::jsonb)",
+                    (json.dumps([{"type": "t", "queue": "planted", "payload": json.loads(big)}] * 2),),
+                )
+                conn.commit()
+            ran = admin.execute("SELECT fn FROM planted_ran").fetchall()
+            superuser = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+            assert (ran, superuser) == ([], (False,))
+            jobs = admin.execute("SELECT count(*) FROM jobs WHERE queue = 'planted'").fetchone()
+            counted = admin.execute("SELECT sum(n) FROM job_counts WHERE queue = 'planted'").fetchone()
+            assert (jobs, counted) == ((4,), (4,))
+        finally:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(ident))
+            admin.execute(sql.SQL("DROP ROLE {}").format(ident))
+
+
+def migrate_to(database_url: str, revision: str) -> None:
+    """Downgrade or upgrade the database to ``revision`` (``below`` for the one before 0009)."""
+    cfg = alembic_config(database_url)
+    migrations = engine(database_url)
+    try:
+        with migrations.connect() as conn:
+            cfg.attributes["connection"] = conn
+            if revision == "below":
+                below = ScriptDirectory.from_config(cfg).get_revision("0009").down_revision
+                command.downgrade(cfg, str(below))
+            else:
+                command.upgrade(cfg, revision)
+            conn.commit()
+    finally:
+        migrations.dispose()
+
+
+FUNCTIONS = "SELECT count(*) FROM pg_proc WHERE pronamespace = 'jobq'::regnamespace"
+
+
+def test_a_schema_jobq_another_role_owns_or_creates_in_fails_the_migration(database_url: str) -> None:
+    """SECURITY DEFINER functions in a schema someone else owns could be replaced by them and
+    would then run with the migrating role's rights: the migration refuses, naming both."""
+    role = f"jobq_test_squatter_{uuid.uuid4().hex[:8]}"
+    migrate_to(database_url, "below")
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        me = admin.execute("SELECT current_user").fetchone()
+        assert me is not None
+        admin.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
+        try:
+            admin.execute(sql.SQL("CREATE SCHEMA jobq AUTHORIZATION {}").format(sql.Identifier(role)))
+            with pytest.raises(RuntimeError) as refused:
+                migrate_to(database_url, "head")
+            message = str(refused.value)
+            assert f'schema "jobq" already exists and belongs to role "{role}", not to "{me[0]}"' in message
+            assert admin.execute("SELECT version_num FROM alembic_version").fetchone() != ("0009",)
+            assert admin.execute(FUNCTIONS).fetchone() == (0,)
+            # Ours, but others may create in it: refused too.
+            admin.execute("ALTER SCHEMA jobq OWNER TO CURRENT_USER")
+            admin.execute(sql.SQL("GRANT CREATE ON SCHEMA jobq TO {}").format(sql.Identifier(role)))
+            with pytest.raises(RuntimeError) as refused:
+                migrate_to(database_url, "head")
+            assert 'schema "jobq" grants CREATE to other roles' in str(refused.value)
+            assert admin.execute(FUNCTIONS).fetchone() == (0,)
+            # Once the schema is jobq's own alone, the migration goes through.
+            admin.execute(sql.SQL("REVOKE CREATE ON SCHEMA jobq FROM {}").format(sql.Identifier(role)))
+            migrate_to(database_url, "head")
+            assert admin.execute("SELECT version_num FROM alembic_version").fetchone() == ("0009",)
+        finally:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    with psycopg.connect(database_url) as conn:
+        assert enqueue_sql(conn, queue="owned") > 0
+
+
+def test_downgrade_keeps_a_schema_that_holds_other_objects(database_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute("CREATE TABLE jobq.theirs (n integer)")
+        admin.execute("INSERT INTO jobq.theirs VALUES (1)")
+    with caplog.at_level("WARNING"):
+        migrate_to(database_url, "below")
+    assert "schema jobq still holds objects" in caplog.text
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        assert admin.execute(FUNCTIONS).fetchone() == (0,)
+        assert admin.execute("SELECT n FROM jobq.theirs").fetchall() == [(1,)]
+        # The counter trigger is back as 0003 left it.
+        config = admin.execute("SELECT proconfig FROM pg_proc WHERE proname = 'jobs_count_changes'").fetchone()
+        assert config == (None,)
+    migrate_to(database_url, "head")
+    with psycopg.connect(database_url) as conn:
+        assert enqueue_sql(conn, queue="again") > 0
+        assert conn.execute("SELECT sum(n) FROM job_counts WHERE queue = 'again'").fetchone() == (1,)

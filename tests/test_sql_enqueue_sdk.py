@@ -143,6 +143,13 @@ async def test_errors_are_the_http_clients_exceptions(client: httpx.AsyncClient,
             enqueue_many_in_transaction(conn, [NewJob(type="t"), NewJob(type="t", priority=2**31)])
         conn.rollback()
         assert bad_batch.value.errors[0]["loc"] == ["body", "jobs", 1, "priority"]
+
+        # Keys of topic publishes' and schedules' jobs are the service's, as over HTTP.
+        with pytest.raises(ValidationError) as reserved:
+            enqueue_in_transaction(conn, "t", queue="tiny", idempotency_key="topic:orders/7")
+        conn.rollback()
+        assert reserved.value.errors[0]["loc"] == ["body", "idempotency_key"]
+        assert "reserved" in (reserved.value.detail or "")
     # Nothing of the refused calls was stored.
     assert len((await client.get("/v1/jobs", params={"queue": "tiny"})).json()["jobs"]) == 1
     assert (await client.get("/v1/jobs", params={"queue": "default"})).json()["jobs"] == []

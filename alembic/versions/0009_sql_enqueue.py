@@ -17,14 +17,25 @@ in one transaction from being folded into one notification (PostgreSQL drops dup
 ``tests/test_sql_enqueue.py`` runs one matrix of inputs through these functions and through
 the HTTP API and compares the stored rows and counters.
 
-The public functions are SECURITY DEFINER with a fixed search_path (the schema the tables
-live in, read at migration time), so an application role needs only USAGE on schema jobq and
-EXECUTE on them; EXECUTE is revoked from PUBLIC.
+The public functions are SECURITY DEFINER, so an application role needs only USAGE on schema
+jobq and EXECUTE on them; EXECUTE is revoked from PUBLIC. They run as their owner, so nothing
+another role can create may be looked up by name while they run: every function here pins
+``search_path = pg_catalog, pg_temp`` (no schema other roles can create in: PostgreSQL 14 and
+older let every role create in ``public``, where an overload that fits a call better than the
+built-in would run as the owner) and names jobq's tables and ``jobq_aged_key`` with their
+schema, read at migration time. The counter trigger of 0001 runs inside these functions and
+names ``job_counts`` bare, so it gets its own path, the tables' schema ahead of pg_temp (a
+temporary ``job_counts`` cannot stand in). ``tests/test_sql_enqueue.py`` plants such
+overloads and temporary tables and checks that none is used. The schema ``jobq`` must be the
+migrating role's own: one that another role owns is refused rather than filled with
+functions that run with our rights.
 
 Revision ID: 0009
 Revises: 0008
 Create Date: 2026-12-04
 """
+
+import logging
 
 from alembic import op
 
@@ -33,17 +44,20 @@ down_revision = "0008"
 branch_labels = None
 depends_on = None
 
-# {path}: the search_path every function runs with (the tables' schema, then pg_temp last so
-# that no temporary table can stand in for one of ours).
+# {s}: the tables' schema, a quoted identifier. Every function's search_path is pg_catalog and
+# pg_temp only (pg_temp is never searched for functions or operators; jobq's tables are named
+# with {s}, so no temporary table is looked up either).
 UPGRADE = r"""
-CREATE SCHEMA IF NOT EXISTS jobq;
+-- The counter trigger runs inside the functions below (with their search_path) and names
+-- job_counts without a schema: its own path finds the table before any temporary one.
+ALTER FUNCTION {s}.jobs_count_changes() SET search_path = pg_catalog, {s}, pg_temp;
 
 -- Refuse one job's fields as POST /v1/jobs does (jobq.api.schemas.JobCreate): the message
 -- starts with the field (prefixed by "jobs[i]." in a batch), SQLSTATE JQ422.
 CREATE FUNCTION jobq._check(at text, queue text, type text, payload jsonb, priority integer,
                             delay_ms bigint, run_at timestamptz, max_attempts integer,
                             idempotency_key text)
-RETURNS void LANGUAGE plpgsql SET search_path = {path} AS $fn$
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     level jsonb[];
     depth integer := 0;
@@ -67,6 +81,10 @@ BEGIN
         fault := 'max_attempts: must be 1 to 10000';
     ELSIF idempotency_key IS NOT NULL AND char_length(idempotency_key) NOT BETWEEN 1 AND 255 THEN
         fault := 'idempotency_key: must be 1 to 255 characters';
+    ELSIF left(idempotency_key, 6) = 'topic:' OR left(idempotency_key, 9) = 'schedule:' THEN
+        -- The keys jobq gives the jobs of topic publishes and schedule fires (as the API).
+        fault := 'idempotency_key: keys starting with ''topic:'' or ''schedule:'' are reserved '
+                 'for the jobs of topic publishes and schedules';
     END IF;
     -- As deep as the API allows (MAX_JSON_DEPTH): level by level, each container once. Each
     -- level takes two brackets of the text, so a shorter payload cannot be too deep.
@@ -100,38 +118,39 @@ $fn$;
 CREATE FUNCTION jobq._insert(p_queue text, p_type text, p_payload jsonb, p_priority integer,
                              p_delay_ms bigint, p_run_at timestamptz, p_max_attempts integer,
                              p_key text, OUT job_id bigint, OUT created boolean)
-LANGUAGE plpgsql SET search_path = {path} AS $fn$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-    q queues%ROWTYPE;
-    existing jobs%ROWTYPE;
+    q {s}.queues%ROWTYPE;
+    existing {s}.jobs%ROWTYPE;
     at timestamptz;
 BEGIN
-    SELECT * INTO q FROM queues WHERE name = p_queue;
+    SELECT * INTO q FROM {s}.queues WHERE name = p_queue;
     IF NOT FOUND THEN
         -- A new queue gets the column defaults: the same as QueueEnsure's (jobq.domain.queues).
-        INSERT INTO queues (name) VALUES (p_queue) ON CONFLICT (name) DO NOTHING;
-        SELECT * INTO q FROM queues WHERE name = p_queue;
+        INSERT INTO {s}.queues (name) VALUES (p_queue) ON CONFLICT (name) DO NOTHING;
+        SELECT * INTO q FROM {s}.queues WHERE name = p_queue;
     END IF;
     created := false;
     IF p_key IS NOT NULL THEN
-        SELECT * INTO existing FROM jobs WHERE queue = p_queue AND idempotency_key = p_key;
+        SELECT * INTO existing FROM {s}.jobs WHERE queue = p_queue AND idempotency_key = p_key;
     END IF;
     IF existing.id IS NULL THEN
         -- Replays enqueue nothing, so only a new job meets max_depth. Counted as the API
         -- counts: committed jobs, plus those this transaction enqueued before.
         IF q.max_depth IS NOT NULL AND (
-               SELECT coalesce(sum(c.n), 0) FROM job_counts c
+               SELECT coalesce(sum(c.n), 0) FROM {s}.job_counts c
                 WHERE c.queue = p_queue AND c.status IN ('pending', 'failed')) >= q.max_depth THEN
             RAISE EXCEPTION USING ERRCODE = 'JQ429',
                   MESSAGE = format('queue %L is at its max_depth of waiting jobs', p_queue),
                   HINT = 'nothing was enqueued; retry later';
         END IF;
-        at := coalesce(p_run_at, now() + make_interval(secs => coalesce(p_delay_ms, 0) / 1000.0));
-        INSERT INTO jobs (queue, type, payload, priority, status, max_attempts, idempotency_key,
+        at := coalesce(p_run_at,
+                       now() + make_interval(secs => (coalesce(p_delay_ms, 0::bigint) / 1000.0)::double precision));
+        INSERT INTO {s}.jobs (queue, type, payload, priority, status, max_attempts, idempotency_key,
                           visible_at, aged_key)
         VALUES (p_queue, p_type, p_payload, p_priority, 'pending',
                 coalesce(p_max_attempts, q.max_attempts), p_key, at,
-                jobq_aged_key(at, p_priority, q.aging_ms))
+                {s}.jobq_aged_key(at, p_priority, q.aging_ms))
         ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
         RETURNING id INTO job_id;
         IF job_id IS NOT NULL THEN
@@ -139,7 +158,7 @@ BEGIN
             RETURN;
         END IF;
         -- Another transaction committed the key meanwhile.
-        SELECT * INTO existing FROM jobs WHERE queue = p_queue AND idempotency_key = p_key;
+        SELECT * INTO existing FROM {s}.jobs WHERE queue = p_queue AND idempotency_key = p_key;
     END IF;
     IF existing.type IS DISTINCT FROM p_type OR existing.payload IS DISTINCT FROM p_payload THEN
         RAISE EXCEPTION USING ERRCODE = 'JQ409',
@@ -152,7 +171,7 @@ $fn$;
 
 -- Tell every jobq serve's long-polls (sent at commit; nothing if the transaction rolls back).
 CREATE FUNCTION jobq._notify(counts jsonb)
-RETURNS void LANGUAGE sql SET search_path = {path} AS $fn$
+RETURNS void LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
     SELECT pg_notify('jobq_jobs', format('%s %s sql.%s', c.key, c.value,
                                          substr(md5(random()::text || clock_timestamp()::text), 1, 12)))
       FROM jsonb_each_text(counts) AS c;
@@ -162,7 +181,7 @@ CREATE FUNCTION jobq.enqueue(queue text, type text, payload jsonb DEFAULT '{{}}'
                              priority integer DEFAULT 0, delay_ms bigint DEFAULT NULL,
                              run_at timestamptz DEFAULT NULL, max_attempts integer DEFAULT NULL,
                              idempotency_key text DEFAULT NULL)
-RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = {path} AS $fn$
+RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     r record;
 BEGIN
@@ -180,7 +199,7 @@ $fn$;
 -- One field of a batch's job, of the JSON type the API demands (no coercion, as its strict
 -- models): the value as text, NULL when absent or JSON null (where null is allowed).
 CREATE FUNCTION jobq._field(job jsonb, at text, name text, kind text, nullable boolean)
-RETURNS text LANGUAGE plpgsql IMMUTABLE SET search_path = {path} AS $fn$
+RETURNS text LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     v jsonb := job -> name;
 BEGIN
@@ -188,6 +207,8 @@ BEGIN
         RETURN NULL;
     END IF;
     IF kind = 'integer' THEN
+        -- jsonb keeps 100.0 as written (refused, as by the strict API) but has already read
+        -- 1e2 as 100, so that one is taken (the README says so): the text is gone.
         IF jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]{{1,19}}$'
            AND v::text::numeric BETWEEN -9223372036854775808 AND 9223372036854775807 THEN
             RETURN v::text;
@@ -205,7 +226,7 @@ $fn$;
 
 -- A narrow int from a checked integer field: out-of-range values fail the range check.
 CREATE FUNCTION jobq._int(value text, at text, name text, low bigint, high bigint)
-RETURNS bigint LANGUAGE plpgsql IMMUTABLE SET search_path = {path} AS $fn$
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF value IS NOT NULL AND value::bigint NOT BETWEEN low AND high THEN
         RAISE EXCEPTION USING ERRCODE = 'JQ422',
@@ -216,11 +237,66 @@ BEGIN
 END
 $fn$;
 
+-- A batch's run_at text as the API reads it (jobq.api.schemas.Timestamp): RFC 3339 with an
+-- offset, each field in its range (PostgreSQL's own input would also take 24:00:00, 23:59:60
+-- and 31 February's overflow, and refuse offsets past 15:59 that the API takes), fractions
+-- cut to microseconds. Checked field by field rather than by catching the cast's error: an
+-- exception block is a subtransaction per job, and a batch holds up to 1000.
+CREATE FUNCTION jobq._run_at(value text, at text)
+RETURNS timestamptz LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    m text[];
+    year integer;
+    month integer;
+    day integer;
+    local timestamp;
+    shift interval := interval '0';
+    bad boolean := false;
+BEGIN
+    IF value IS NULL THEN
+        RETURN NULL;
+    END IF;
+    m := regexp_match(value, '^([0-9]{{4}})-([0-9]{{2}})-([0-9]{{2}})[Tt ]([0-9]{{2}}):([0-9]{{2}}):([0-9]{{2}})'
+                             '(\.[0-9]{{1,6}})?[0-9]*(?:[Zz]|([+-])([0-9]{{2}}):([0-9]{{2}}))$');
+    IF m IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = at || 'run_at: must be an RFC 3339 '
+              'date-time string with an offset, such as 2030-01-01T00:00:00Z',
+              HINT = 'the same rules as POST /v1/jobs/batch';
+    END IF;
+    year := m[1]::integer;
+    month := m[2]::integer;
+    day := m[3]::integer;
+    -- Two steps, so that make_date only ever meets a year and month in range.
+    IF year < 1 OR month NOT BETWEEN 1 AND 12 OR day NOT BETWEEN 1 AND 31
+       OR m[4]::integer > 23 OR m[5]::integer > 59 OR m[6]::integer > 59
+       OR coalesce(m[9]::integer, 0) > 23 OR coalesce(m[10]::integer, 0) > 59 THEN
+        bad := true;
+    ELSIF day > extract(day FROM make_date(year, month, 1) + interval '1 month - 1 day')::integer THEN
+        bad := true;
+    END IF;
+    IF bad THEN
+        RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = at || 'run_at: not a valid date and '
+              'time (a field is out of its range, such as 30 February or hour 25)',
+              HINT = 'the same rules as POST /v1/jobs/batch';
+    END IF;
+    -- Every field is in range now, so the cast cannot fail.
+    local := (m[1] || '-' || m[2] || '-' || m[3] || ' ' || m[4] || ':' || m[5] || ':' || m[6]
+              || coalesce(m[7], ''))::timestamp;
+    IF m[8] IS NOT NULL THEN
+        shift := make_interval(hours => m[9]::integer, mins => m[10]::integer);
+        IF m[8] = '-' THEN
+            shift := -shift;
+        END IF;
+    END IF;
+    RETURN (local - shift) AT TIME ZONE 'UTC';
+END
+$fn$;
+
 -- The batch: a JSON array of up to 1000 job objects with POST /v1/jobs/batch's fields, all
 -- or nothing; ids in input order (a repeat, or a key used twice in the array, answers the
 -- same id).
 CREATE FUNCTION jobq.enqueue_many(jobs jsonb)
-RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = {path} AS $fn$
+RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     fields CONSTANT text[] := ARRAY['queue', 'type', 'payload', 'priority', 'delay_ms', 'run_at',
                                     'max_attempts', 'idempotency_key'];
@@ -229,8 +305,10 @@ DECLARE
     j jsonb;
     at text;
     extra text;
-    run_at_text text;
     parsed jsonb[] := '{{}}';
+    whens timestamptz[] := '{{}}';
+    run_at timestamptz;
+    w integer;
     p jsonb;
     r record;
     ids bigint[] := '{{}}';
@@ -258,12 +336,7 @@ BEGIN
         IF NOT j ? 'type' THEN
             RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = at || 'type: required';
         END IF;
-        run_at_text := jobq._field(j, at, 'run_at', 'string', true);
-        IF run_at_text IS NOT NULL AND run_at_text !~ ('^[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}[Tt ]'
-                || '[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}(\.[0-9]+)?([Zz]|[+-][0-9]{{2}}:[0-9]{{2}})$') THEN
-            RAISE EXCEPTION USING ERRCODE = 'JQ422', MESSAGE = at || 'run_at: must be an RFC 3339 '
-                  'date-time string with an offset, such as 2030-01-01T00:00:00Z';
-        END IF;
+        run_at := jobq._run_at(jobq._field(j, at, 'run_at', 'string', true), at);
         p := jsonb_build_object(
             'queue', coalesce(jobq._field(j, at, 'queue', 'string', false), 'default'),
             'type', jobq._field(j, at, 'type', 'string', false),
@@ -272,19 +345,20 @@ BEGIN
                                            'priority', -2147483647, 2147483647), 0),
             'delay_ms', jobq._int(jobq._field(j, at, 'delay_ms', 'integer', true), at,
                                   'delay_ms', 0, 315360000000),
-            'run_at', upper(run_at_text),
             'max_attempts', jobq._int(jobq._field(j, at, 'max_attempts', 'integer', true), at,
                                       'max_attempts', 1, 10000),
             'idempotency_key', jobq._field(j, at, 'idempotency_key', 'string', true));
         PERFORM jobq._check(at, p ->> 'queue', p ->> 'type', p -> 'payload',
                             (p ->> 'priority')::integer, (p ->> 'delay_ms')::bigint,
-                            (p ->> 'run_at')::timestamptz, (p ->> 'max_attempts')::integer,
+                            run_at, (p ->> 'max_attempts')::integer,
                             p ->> 'idempotency_key');
         parsed := parsed || p;
+        whens := whens || run_at;
     END LOOP;
-    FOREACH p IN ARRAY parsed LOOP
+    FOR w IN 1 .. n LOOP
+        p := parsed[w];
         SELECT * INTO r FROM jobq._insert(p ->> 'queue', p ->> 'type', p -> 'payload', (p ->> 'priority')::integer,
-                          (p ->> 'delay_ms')::bigint, (p ->> 'run_at')::timestamptz,
+                          (p ->> 'delay_ms')::bigint, whens[w],
                           (p ->> 'max_attempts')::integer, p ->> 'idempotency_key');
         ids := ids || r.job_id;
         IF r.created THEN
@@ -299,7 +373,7 @@ $fn$;
 
 -- Functions are executable by PUBLIC unless revoked: only roles granted EXECUTE may enqueue.
 REVOKE ALL ON FUNCTION jobq.enqueue(text, text, jsonb, integer, bigint, timestamptz, integer, text),
-                       jobq.enqueue_many(jsonb), jobq._notify(jsonb),
+                       jobq.enqueue_many(jsonb), jobq._notify(jsonb), jobq._run_at(text, text),
                        jobq._int(text, text, text, bigint, bigint),
                        jobq._field(jsonb, text, text, text, boolean),
                        jobq._insert(text, text, jsonb, integer, bigint, timestamptz, integer, text),
@@ -310,19 +384,59 @@ REVOKE ALL ON FUNCTION jobq.enqueue(text, text, jsonb, integer, bigint, timestam
 DOWNGRADE = """
 DROP FUNCTION IF EXISTS jobq.enqueue_many(jsonb);
 DROP FUNCTION IF EXISTS jobq.enqueue(text, text, jsonb, integer, bigint, timestamptz, integer, text);
+DROP FUNCTION IF EXISTS jobq._run_at(text, text);
 DROP FUNCTION IF EXISTS jobq._int(text, text, text, bigint, bigint);
 DROP FUNCTION IF EXISTS jobq._field(jsonb, text, text, text, boolean);
 DROP FUNCTION IF EXISTS jobq._notify(jsonb);
 DROP FUNCTION IF EXISTS jobq._insert(text, text, jsonb, integer, bigint, timestamptz, integer, text);
 DROP FUNCTION IF EXISTS jobq._check(text, text, text, jsonb, integer, bigint, timestamptz, integer, text);
-DROP SCHEMA IF EXISTS jobq;
+ALTER FUNCTION {s}.jobs_count_changes() RESET search_path;
+-- The schema goes only if nothing else lives in it (no CASCADE: what others put there is theirs).
+DO $do$
+BEGIN
+    DROP SCHEMA IF EXISTS jobq;
+EXCEPTION WHEN dependent_objects_still_exist OR insufficient_privilege THEN
+    RAISE NOTICE 'schema jobq still holds objects that are not jobq''s (or is not ours): left in place';
+END
+$do$;
 """
+
+log = logging.getLogger("alembic.runtime.migration")
+
+
+def _schema() -> str:
+    """The tables' schema as a quoted identifier (where 0001 created them: the current one)."""
+    return str(op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar())
 
 
 def upgrade() -> None:
-    schema = op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar()
-    op.execute(UPGRADE.format(path=f"{schema}, pg_temp"))
+    bind = op.get_bind()
+    # Checked after CREATE SCHEMA, in the same transaction: a schema another role made in
+    # between is seen, and once it is ours nobody else can hand it over or grant on it.
+    op.execute("CREATE SCHEMA IF NOT EXISTS jobq")
+    owner, me, shared = bind.exec_driver_sql("""
+        SELECT pg_get_userbyid(n.nspowner), current_user,
+               EXISTS (SELECT 1 FROM aclexplode(n.nspacl) AS a
+                        WHERE a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner)
+          FROM pg_namespace AS n WHERE n.nspname = 'jobq'""").one()
+    if owner != me:
+        raise RuntimeError(
+            f'schema "jobq" already exists and belongs to role "{owner}", not to "{me}", the role '
+            "running this migration: the SECURITY DEFINER functions it installs there would run "
+            "with this role's rights in a schema another role controls. Drop or rename that "
+            f'schema, or run the migration as its owner (ALTER SCHEMA jobq OWNER TO "{me}" if it '
+            "is really jobq's), then migrate again."
+        )
+    if shared:
+        raise RuntimeError(
+            'schema "jobq" grants CREATE to other roles, who could put functions beside the '
+            "SECURITY DEFINER ones this migration installs there: revoke it (REVOKE CREATE ON "
+            "SCHEMA jobq FROM ...), then migrate again."
+        )
+    op.execute(UPGRADE.format(s=_schema()))
 
 
 def downgrade() -> None:
-    op.execute(DOWNGRADE)
+    op.execute(DOWNGRADE.format(s=_schema()))
+    if op.get_bind().exec_driver_sql("SELECT 1 FROM pg_namespace WHERE nspname = 'jobq'").first():
+        log.warning("schema jobq still holds objects that are not jobq's (or is not ours): left in place")
