@@ -13,7 +13,7 @@ import pytest
 from fastapi import FastAPI
 
 from jobq.api.schemas import JobCreate, TopicPublish
-from jobq.core import tokens
+from jobq.core import enqueue, tokens
 from jobq.domain.access import Role
 from tests.helpers import claim, patch_queue, problem, retry_after, total, validation
 
@@ -329,30 +329,54 @@ async def test_access(app: FastAPI, client: httpx.AsyncClient) -> None:
         assert r.status_code == 201 and len(r.json()["jobs"]) == 2
 
 
-async def test_unsubscribe_during_publishes_never_splits_a_publish(
-    client: httpx.AsyncClient, database_url: str
+async def test_an_unsubscribe_waits_for_a_publish_in_progress(
+    client: httpx.AsyncClient, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Publishes race an unsubscribe: each publish reaches all three queues or, once the
-    unsubscribe committed, exactly the two left; never one or two of some other mix."""
+    """A publish holds its topic's subscriptions from its read to its commit: an unsubscribe
+    sent meanwhile answers only after the publish committed, with the queue included. So
+    once a DELETE has answered, no publish adds a job to that queue, and no publish reaches
+    part of the queues it read."""
     await three(client)
-    n = 30
+    inserted, commit = asyncio.Event(), asyncio.Event()
+    real_insert_many = enqueue.insert_many
 
-    async def publishes() -> list[httpx.Response]:
-        return [
-            await client.post("/v1/topics/orders.placed/publish", json={"type": "t", "payload": {"i": i}})
-            for i in range(n)
-        ]
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        out = await real_insert_many(*args, **kwargs)
+        inserted.set()
+        await commit.wait()  # written, not committed: the publish's transaction stays open
+        return out
 
-    async def unsubscribe_soon() -> httpx.Response:
-        await asyncio.sleep(0.02)
-        return await client.delete("/v1/topics/orders.placed/subscriptions/search")
-
-    answers, gone = await asyncio.gather(publishes(), unsubscribe_soon())
-    assert gone.status_code == 204
-    shapes = [tuple(j["queue"] for j in r.json()["jobs"]) for r in answers]
-    assert set(shapes) <= {QUEUES, ("billing", "emails")}, shapes
-    assert shapes == sorted(shapes, key=len, reverse=True)  # once the queue is gone, it stays gone
+    monkeypatch.setattr(enqueue, "insert_many", held)
+    publish = asyncio.create_task(
+        client.post("/v1/topics/orders.placed/publish", json={"type": "t", "payload": {"i": 0}})
+    )
+    await asyncio.wait_for(inserted.wait(), 10)
+    monkeypatch.setattr(enqueue, "insert_many", real_insert_many)
+    unsubscribe = asyncio.create_task(client.delete("/v1/topics/orders.placed/subscriptions/search"))
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as watch:
+        # Until the DELETE is seen waiting for a lock in the database; an answer first fails.
+        for _ in range(1000):
+            assert not unsubscribe.done(), "the unsubscribe answered while a publish was open"
+            cur = await watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM topic_subscriptions%'"
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            if row[0]:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            pytest.fail("the unsubscribe never reached the database")
+    assert not publish.done() and not unsubscribe.done()
+    commit.set()
+    answered = await publish
+    gone = await unsubscribe
+    assert answered.status_code == 201 and gone.status_code == 204, (answered.text, gone.text)
+    assert [j["queue"] for j in answered.json()["jobs"]] == list(QUEUES)
+    r = await client.post("/v1/topics/orders.placed/publish", json={"type": "t", "payload": {"i": 1}})
+    assert [j["queue"] for j in r.json()["jobs"]] == ["billing", "emails"]
+    # what is committed: every queue each publish read, no other
     with psycopg.connect(database_url) as conn:
-        rows = conn.execute("SELECT payload->>'i', count(*) FROM jobs GROUP BY 1").fetchall()
-    per_publish = {int(i): c for i, c in rows}
-    assert per_publish == {i: len(s) for i, s in enumerate(shapes)}
+        rows = conn.execute("SELECT payload->>'i', queue FROM jobs ORDER BY 1, 2").fetchall()
+    assert rows == [("0", q) for q in QUEUES] + [("1", "billing"), ("1", "emails")]
