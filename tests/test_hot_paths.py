@@ -147,6 +147,10 @@ CASES: list[tuple[str, bytes | None, str | None, bool]] = [
     ("/v1/jobs", b'{"type": "t", "run_at": "123"}', JSON, False),
     ("/v1/jobs", b'{"type": "t", "run_at": "9999-12-31T23:59:59-14:00"}', JSON, False),
     ("/v1/jobs/batch", b'{"jobs": [{"type": "t", "run_at": "0001-01-01T00:00:00+14:00"}]}', JSON, False),
+    # the keys of topic publishes and schedule fires are not a producer's (422 both ways)
+    ("/v1/jobs", b'{"type": "t", "idempotency_key": "topic:o/k"}', JSON, False),
+    ("/v1/jobs/batch", b'{"jobs": [{"type": "t", "idempotency_key": "schedule:n:2030-01-01T00:00:00Z"}]}',
+     JSON, False),
     ("/v1/leases", b'{"queues": ["q"], "worker_id": "w", "limit": "1"}', JSON, False),
     ("/v1/leases", b'{"queues": ["q"], "worker_id": "w", "wait_ms": false}', JSON, False),
     ("/v1/leases/{lease}/heartbeat", b'{"extend_ms": "5000"}', JSON, False),

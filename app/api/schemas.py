@@ -36,6 +36,19 @@ QueueName = Annotated[
           examples=["default"]),
 ]
 Text255 = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00]*$")]
+
+
+def _not_reserved(key: str) -> str:
+    if key.startswith(d.RESERVED_KEY_PREFIXES):
+        raise ValueError("keys starting with 'topic:' or 'schedule:' are reserved for the jobs "
+                         "of topic publishes and schedules")
+    return key
+
+
+# A producer's own idempotency key: the prefixes of the keys the service gives the jobs of
+# publishes and schedule fires are refused (domain/jobs.py, RESERVED_KEY_PREFIXES). Here, not
+# in core, which enqueues those jobs with those keys.
+ProducerKey = Annotated[Text255, AfterValidator(_not_reserved)]
 Priority = Annotated[int, Field(ge=-MAX_INT32, le=MAX_INT32, description="higher runs first")]
 LeaseMs = Annotated[int, Field(ge=100, le=DAY_MS, description="lease length, 100 ms to 1 day")]
 
@@ -121,7 +134,9 @@ class JobCreate(Strict):
         default=None, description="RFC 3339 with an offset, within years 1 to 9999 in UTC")
     max_attempts: Annotated[int, Field(ge=1, le=10_000)] | None = Field(
         default=None, description="default: the queue's max_attempts")
-    idempotency_key: Text255 | None = None
+    idempotency_key: ProducerKey | None = Field(
+        default=None, description="may not start with `topic:` or `schedule:`, the keys of "
+        "the jobs of topic publishes and schedules (422)")
 
     @model_validator(mode="after")
     def _one_schedule(self) -> JobCreate:

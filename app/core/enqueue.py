@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,11 +49,27 @@ def _batch_row(job: NewJob) -> dict[str, Any]:
     }
 
 
-def _replay(existing: Row, job: NewJob) -> Enqueued:
-    if existing["type"] != job.type or not same_json(existing["payload"], job.payload):
+@dataclass(frozen=True, slots=True)
+class ReplayRule:
+    """When a job found by its idempotency key is the one asked for again (a replay), and
+    what differs otherwise (for the 409's detail)."""
+
+    same: Callable[[Row, NewJob], bool]
+    differs: str
+
+
+SAME_TYPE_AND_PAYLOAD = ReplayRule(
+    lambda existing, job: existing["type"] == job.type and same_json(existing["payload"], job.payload),
+    "type or payload",
+)
+"""The rule of POST /v1/jobs and /v1/jobs/batch."""
+
+
+def _replay(existing: Row, job: NewJob, rule: ReplayRule = SAME_TYPE_AND_PAYLOAD) -> Enqueued:
+    if not rule.same(existing, job):
         raise IdempotencyConflict(
             f"idempotency key {job.idempotency_key!r} in queue {job.queue!r} already names "
-            f"job {existing['id']} with a different type or payload"
+            f"job {existing['id']} with a different {rule.differs}"
         )
     return Enqueued(records.job(existing), created=False)
 
@@ -90,10 +107,11 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
     return results
 
 
-async def insert_many(ctx: Context, conn: Connection,
-                      jobs: list[NewJob]) -> tuple[list[Enqueued], list[Row]]:
+async def insert_many(ctx: Context, conn: Connection, jobs: list[NewJob],
+                      rule: ReplayRule = SAME_TYPE_AND_PAYLOAD) -> tuple[list[Enqueued], list[Row]]:
     """The batch enqueue, in the caller's transaction ``conn`` (its queues exist already):
     the outcomes in request order, and the rows created, for ``announce`` once committed.
+    ``rule`` tells a replay of a key from a conflict (topics have their own).
     Raises ``QueueFull`` or ``IdempotencyConflict``; the caller's rollback then undoes all."""
     if not jobs:
         return [], []
@@ -113,7 +131,7 @@ async def insert_many(ctx: Context, conn: Connection,
         existing = found[0] if found else None
         if existing is None:  # pragma: no cover - the conflict needs a row to exist
             raise IdempotencyConflict(f"idempotency key {job.idempotency_key!r} is in use")
-        results.append(_replay(existing, job))
+        results.append(_replay(existing, job, rule))
     # The max_depth check comes after the insert, inside the transaction, because only
     # the insert knows which jobs are new: replays (of committed jobs, or of a key earlier
     # in this batch) enqueue nothing and cannot take a queue past its limit. The counters

@@ -10,7 +10,9 @@ queue outside the token's pattern, a conflicting key) rolls all of it back.
 Each job is an ordinary job of its queue, with that queue's retries and dead-letter
 handling. A publish with an ``idempotency_key`` gives each job the key
 ``topic:{topic}/{key}``; keys are unique per queue, so each subscribed queue holds at most
-one job per publish key, and a repeated publish answers the jobs of the first.
+one job per publish key, and a repeated publish answers the jobs of the first. A queue
+without such a job (subscribed since, or its job deleted by retention) gets one. Producers
+cannot send ``topic:`` keys themselves (the API refuses them), so only publishes make them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from jobq.core import enqueue as enq
 from jobq.core.context import Context
 from jobq.domain.errors import NotFound
 from jobq.domain.jobs import NewJob
+from jobq.domain.jsontext import same_json
 from jobq.store.db import Row
 from jobq.store.queries import Q
 
@@ -58,6 +61,13 @@ def job_key(topic: str, key: str) -> str:
     "a:b" could not be told apart with a ":" ("topic:a:b:c" is "a" with "b:c", or "a:b"
     with "c")."""
     return f"topic:{topic}/{key}"
+
+
+# A job found by its publish key is the same publish when its payload is the same. Its type
+# is not compared: it is the subscription's override as it was at the first publish, which an
+# admin may have changed since (a retry would otherwise be a 409 for ever), and the published
+# type itself is not stored. A key reused with another payload is still a conflict.
+SAME_PUBLISH = enq.ReplayRule(lambda existing, job: same_json(existing["payload"], job.payload), "payload")
 
 
 def _subscription(row: Row) -> Subscription:
@@ -112,7 +122,7 @@ async def publish(ctx: Context, topic: str, job: NewJob, allow: Callable[[list[s
         jobs = [
             dataclasses.replace(job, queue=s["queue"], type=s["type"] or job.type, idempotency_key=key) for s in subs
         ]
-        results, created = await enq.insert_many(ctx, conn, jobs)
+        results, created = await enq.insert_many(ctx, conn, jobs, SAME_PUBLISH)
     enq.announce(ctx, created)
     if subs:  # topics with subscriptions only: those an admin made, not any name sent
         counters.topic_published(topic)

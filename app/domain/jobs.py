@@ -32,6 +32,13 @@ MAX_WAIT_MS = 30_000
 MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 100
 
+RESERVED_KEY_PREFIXES = ("topic:", "schedule:")
+"""Idempotency keys the service gives the jobs it enqueues itself: a topic publish's
+``topic:{topic}/{key}`` (core/topics.py) and a schedule fire's ``schedule:{name}:{time}``
+(domain/schedules.py). Keys are unique per queue, so a producer who sent such a key first
+would own it: the later publish or fire would meet a conflict, or be answered with the
+producer's job as its own. Producers' keys may therefore not start with these."""
+
 
 @dataclass(frozen=True, slots=True)
 class Job:

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Depends, Path
 from starlette.responses import Response
 
 from jobq.api import render
-from jobq.api.access import caller, require_queues
+from jobq.api.access import caller
 from jobq.api.deps import context
 from jobq.api.problems import GUARDED, answers
 from jobq.api.schemas import (
@@ -25,6 +25,7 @@ from jobq.api.schemas import (
 from jobq.core import topics as core
 from jobq.core.context import Context
 from jobq.domain.access import Principal
+from jobq.domain.errors import Forbidden
 
 router = APIRouter(prefix="/v1/topics", tags=["topics"])
 
@@ -38,10 +39,17 @@ _PUT_EXAMPLES: dict[str, Any] = {
 }
 _PUBLISH_NOTES = {
     403: "`forbidden`: a producer token, or an admin token, whose queue pattern misses a "
-    "subscribed queue (the detail names it); nothing enqueued",
-    409: "`idempotency_conflict`: the key names jobs of another type or payload",
+    "subscribed queue (not named: it may be another tenant's); nothing enqueued",
+    409: "`idempotency_conflict`: the key names jobs of another payload",
     429: "`queue_full`: a subscribed queue is at its max_depth; nothing enqueued. `Retry-After` in whole seconds",
 }
+
+
+def _covers_all(who: Principal, queues: list[str]) -> None:
+    """403 unless the token covers every subscribed queue. The detail names none of them: a
+    tenant's producer would otherwise learn the queue names of whoever else subscribed."""
+    if not who.queues.is_all and not all(who.sees(q) for q in queues):
+        raise Forbidden("a queue subscribed to this topic is outside this token's queues")
 
 
 @router.get("", response_model=TopicList, summary="List topics and their subscriptions", responses=answers(*GUARDED))
@@ -126,10 +134,9 @@ async def publish_topic(
     subscribed to. The caller's token must cover every subscribed queue (else `403`, and
     nothing is enqueued); a subscribed queue at its `max_depth` refuses the whole publish
     (`429`). With `idempotency_key` each job's key is `topic:{topic}/{key}`: a repeated
-    publish answers `200` with the same jobs and enqueues nothing (but a queue subscribed
-    since gets its job, and the answer is then `201`)."""
-    out = await core.publish(
-        ctx, topic, body.to_domain(), lambda queues: require_queues(who, queues, "subscribed queue")
-    )
+    publish with the same payload answers `200` with the same jobs and enqueues nothing,
+    even if a subscription's type override changed since (but a queue subscribed since, or
+    whose job retention deleted, gets a new job, and the answer is then `201`)."""
+    out = await core.publish(ctx, topic, body.to_domain(), lambda queues: _covers_all(who, queues))
     status = 201 if out.created else 200
     return render.json_response({"topic": topic, "jobs": [render.job(e.job) for e in out.jobs]}, status)
