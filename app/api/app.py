@@ -150,6 +150,7 @@ def create_app(settings: Settings, database_url: str | None = None, *,
                   retry_after_s=settings.retry_after_s)
     ctx = Context(db=db, wakeups=Wakeups(db))
     token_table = TokenTable(db, settings.admin_token)
+    token_table.on_revoked(ctx.wakeups.revoked)  # long-polls of a revoked token end at once
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

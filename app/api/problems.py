@@ -231,7 +231,8 @@ def from_error(exc: e.JobqError) -> Response:
     if isinstance(exc, (e.QueueFull, e.Unavailable)):
         headers = {"Retry-After": str(exc.retry_after_s)}
     if isinstance(exc, e.Unauthorized):
-        headers = {"WWW-Authenticate": BEARER_CHALLENGE}
+        headers = {"WWW-Authenticate": BEARER_CHALLENGE + (', error="invalid_token"'
+                                                           if exc.invalid_token else "")}
     if isinstance(exc, e.LeaseLost) and exc.already_completed:
         return problem(status, code, title, exc.detail, already_completed=True)
     if isinstance(exc, e.InvalidInput):

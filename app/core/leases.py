@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from jobq.core.context import ClaimSettings, Context
-from jobq.domain.errors import LeaseLost, NotFound
+from jobq.domain.errors import LeaseLost, NotFound, Unauthorized
 from jobq.domain.jobs import ClaimRequest, Failure, Job, JobStatus
 from jobq.domain.leases import Lease, LeaseRef, parse_lease_id
 from jobq.domain.retry import backoff_ms
@@ -64,17 +64,30 @@ async def _never() -> bool:
 
 
 async def claim(
-    ctx: Context, req: ClaimRequest, gone: Callable[[], Awaitable[bool]] = _never
+    ctx: Context, req: ClaimRequest, gone: Callable[[], Awaitable[bool]] = _never,
+    allowed: Callable[[], bool] | None = None, owner: str | None = None,
 ) -> list[Lease]:
     """Claim, long-polling up to ``wait_ms`` for at least one job (see core.wakeups).
 
     ``gone`` tells whether the caller has hung up: a long-poll whose worker died must not
     go on to lease a job to nobody (it would sit out a whole lease and count as an expiry).
+
+    ``allowed`` tells whether the caller's access token is still valid, and is asked before
+    every claim: a long-poll outlives the check made when its request came in, and a token
+    revoked meanwhile must not be handed a job (Unauthorized, nothing claimed). ``owner``,
+    the token's id, lets its revocation wake the long-poll (``Wakeups.revoked``).
     """
     await ctx.ensure_queues(req.queues)
+
+    async def take() -> list[Lease]:
+        if allowed is not None and not allowed():
+            raise Unauthorized("the access token was revoked while this claim waited; "
+                               "nothing was claimed", invalid_token=True)
+        return await claim_once(ctx, req)
+
     return await ctx.wakeups.wait_for_work(
         req.queues, req.types, req.limit, req.wait_ms / 1000,
-        take=lambda: claim_once(ctx, req), queue_of=lambda lease: lease.job.queue, gone=gone)
+        take=take, queue_of=lambda lease: lease.job.queue, gone=gone, owner=owner)
 
 
 def _ref(lease_id: str) -> LeaseRef:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -105,6 +106,9 @@ class TokenTable:
         # One read at a time, applied in the order begun: a periodic read that began before
         # a change made here must not end after the read that follows the change, and undo it.
         self._reading = asyncio.Lock()
+        # Told the ids of tokens that stopped being live (revoked here or elsewhere), so that
+        # long-polls waiting under them end now rather than at the end of their wait.
+        self._revoked_listeners: list[Callable[[Set[str]], None]] = []
 
     @property
     def local_mode(self) -> bool:
@@ -126,6 +130,24 @@ class TokenTable:
         if self._admin_hash is not None and same_secret(token_hash(token), self._admin_hash):
             return BOOTSTRAP_ADMIN
         return None
+
+    def still_valid(self, principal: Principal) -> bool:
+        """Whether a caller authenticated earlier (a long-poll that waits) may still be served:
+        its token is live in the table as last read. A dict lookup, no hashing. Local mode's
+        anyone and the bootstrap admin have no token id: nothing revokes them here."""
+        return principal.token_id is None or principal.token_id in self._live
+
+    def on_revoked(self, listener: Callable[[Set[str]], None]) -> None:
+        """Call ``listener`` with the ids of tokens that stop being live, as soon as this
+        process learns of it (its own revocation at once, another's at the next read)."""
+        self._revoked_listeners.append(listener)
+
+    def _revoked(self, token_ids: Set[str]) -> None:
+        for listener in self._revoked_listeners:
+            try:
+                listener(token_ids)
+            except Exception:  # a listener's bug must not stop the table being read
+                log.exception("a listener of revoked tokens failed")
 
     def caller(self, token: str | None) -> Principal | None:
         """Local mode's anyone without a token, else the token's principal (None: refused)."""
@@ -150,16 +172,20 @@ class TokenTable:
         if not self._ever:  # read until the first token appears; rows are never deleted
             ever = await self.db.fetch_one(Q.TokensEver)
             self._ever = bool(live) or bool(ever and ever["ever"])
+        gone = self._live.keys() - live.keys()
         if live.keys() != self._live.keys():
             log.info("access tokens: %d live%s", len(live),
                      " (local mode)" if self.local_mode else "")
         self._live = live
         self.loaded = True
+        if gone:
+            self._revoked(gone)
 
     async def forget(self, token_id: str) -> None:
         """A revocation made by this process applies here at once: dropped now, and read
         again after any read that began before it was committed."""
-        self._live.pop(token_id, None)
+        if self._live.pop(token_id, None) is not None:
+            self._revoked({token_id})
         await self.refresh()
 
     async def run(self, every_s: float = REFRESH_S) -> None:

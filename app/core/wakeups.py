@@ -27,7 +27,7 @@ import contextlib
 import itertools
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -63,16 +63,18 @@ class Waiter:
     type filter may not want what was enqueued, so it counts for nothing and is always rung.
     ``rung_for`` holds, per queue it was rung for, how many new jobs it was counted for
     (``None``: unknown), so a claim that could not answer for them all knows what to pass on.
-    ``idle`` is true while it sleeps between claims."""
+    ``idle`` is true while it sleeps between claims. ``owner`` is the access token id the
+    long-poll runs under (None: none that can be revoked), for ``Wakeups.revoked``."""
 
-    __slots__ = ("event", "limit", "filtered", "rung_for", "idle")
+    __slots__ = ("event", "limit", "filtered", "rung_for", "idle", "owner")
 
-    def __init__(self, limit: int = 1, filtered: bool = False) -> None:
+    def __init__(self, limit: int = 1, filtered: bool = False, owner: str | None = None) -> None:
         self.event = asyncio.Event()
         self.limit = max(limit, 1)
         self.filtered = filtered
         self.rung_for: dict[str, int | None] = {}
         self.idle = False
+        self.owner = owner
 
     @property
     def rung(self) -> bool:
@@ -159,6 +161,7 @@ class Wakeups:
         take: Callable[[], Awaitable[list[T]]],
         queue_of: Callable[[T], str],
         gone: Callable[[], Awaitable[bool]] = _never,
+        owner: str | None = None,
     ) -> list[T]:
         """Run ``take`` (one claim of up to ``limit`` jobs from ``queues``) until it takes
         something or ``wait_s`` has passed, sleeping in between until a bell rings for these
@@ -166,6 +169,8 @@ class Wakeups:
 
         ``gone`` tells whether the caller has hung up: a long-poll whose worker died must not
         go on to lease a job to nobody (it would sit out a whole lease and count as an expiry).
+        ``owner``: the access token the caller used; ``revoked`` wakes the long-poll when it
+        is revoked, so that its next ``take`` (which checks the token, and raises) runs now.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
@@ -174,7 +179,7 @@ class Wakeups:
         while True:
             # Subscribe before looking, so a job enqueued between the look and the wait still
             # rings the bell.
-            with self._subscribe(queues, limit, filtered=bool(types)) as waiter:
+            with self._subscribe(queues, limit, filtered=bool(types), owner=owner) as waiter:
                 try:
                     got = await take()
                     remaining = deadline - loop.time()
@@ -251,6 +256,16 @@ class Wakeups:
         for queue, (at, n) in due.items():
             loop.call_later((at - now).total_seconds() + 0.001, self.publish, {queue: n})
 
+    def revoked(self, owners: Set[str]) -> None:
+        """Access tokens were revoked: wake the long-polls waiting under them, so they end
+        (their claim checks the token) within the token table's refresh, not at the end of
+        their wait. Rung for no queue: a bell that comes after is passed over to others,
+        and the ones they were rung for before are passed on when they leave."""
+        for bucket in list(self._waiters.values()):
+            for waiter in bucket:
+                if waiter.owner is not None and waiter.owner in owners:
+                    waiter.ring()
+
     # ------------------------------------------------------------------------ probes
 
     def has_waiters(self, queue: str) -> bool:
@@ -273,8 +288,9 @@ class Wakeups:
     # --------------------------------------------------------------------- internals
 
     @contextlib.contextmanager
-    def _subscribe(self, queues: Iterable[str], limit: int = 1, filtered: bool = False) -> Iterator[Waiter]:
-        waiter = Waiter(limit, filtered)
+    def _subscribe(self, queues: Iterable[str], limit: int = 1, filtered: bool = False,
+                   owner: str | None = None) -> Iterator[Waiter]:
+        waiter = Waiter(limit, filtered, owner)
         names = list(queues)
         for q in names:
             self._waiters[q][waiter] = None

@@ -51,7 +51,12 @@ class QueueFull(JobqError):
 
 
 class Unauthorized(JobqError):
-    pass
+    """``invalid_token``: a token was presented and is not (or no longer) valid, as opposed
+    to none at all; the answer's ``WWW-Authenticate`` says so (RFC 6750)."""
+
+    def __init__(self, detail: str, invalid_token: bool = False) -> None:
+        super().__init__(detail)
+        self.invalid_token = invalid_token
 
 
 class Forbidden(JobqError):

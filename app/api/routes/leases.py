@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter, Body, Depends, Request
 from starlette.responses import Response
 
@@ -23,6 +25,7 @@ from jobq.api.schemas import (
 )
 from jobq.core import leases as core
 from jobq.core.context import Context
+from jobq.core.tokens import TokenTable
 from jobq.domain.access import Principal
 from jobq.domain.jobs import Failure
 
@@ -45,9 +48,12 @@ async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(contex
     queue: `priority` descending, then `visible_at`, then creation. With `wait_ms`, waits
     (woken by LISTEN/NOTIFY) until at least one job is claimed or the time is up. Paused
     queues hand out nothing; a queue with `max_running` never has more running jobs. A
-    long-poll whose client hung up stops without claiming."""
+    long-poll whose client hung up stops without claiming; one whose token is revoked
+    while it waits answers `401` within a second and claims nothing."""
     require_queues(who, body.queues)
-    leases = await core.claim(ctx, body.to_domain(), request.is_disconnected)
+    tokens: TokenTable = request.app.state.tokens
+    leases = await core.claim(ctx, body.to_domain(), request.is_disconnected,
+                              allowed=partial(tokens.still_valid, who), owner=who.token_id)
     return render.json_response({
         "leases": [
             {"lease_id": le.lease_id, "locked_until": le.locked_until, "job": render.job(le.job)}

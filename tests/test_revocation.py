@@ -1,0 +1,174 @@
+"""Revocation reaches long-polls already waiting: a claim that came in with a valid token
+and is waiting for work when the token is revoked must not be handed a job afterwards. It
+ends with the same 401 a new request with that token gets, claims nothing, and ends soon
+after the revocation rather than at the end of its wait_ms (so a worker learns at once)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from fastapi import FastAPI
+
+from jobq.api.app import create_app
+from jobq.client import Unauthorized
+from jobq.core import tokens
+from jobq.domain.access import Role
+from jobq.worker import Worker
+from tests.conftest import make_settings
+from tests.helpers import problem
+
+pytestmark = pytest.mark.timeout(60)
+
+QUEUE = "lp"
+WAIT_MS = 10_000
+ADMIN_TOKEN = "bootstrap-admin-token-for-tests"
+INVALID = 'Bearer realm="jobq", error="invalid_token"'
+# How soon after a revocation a waiting long-poll must have ended: the token table is re-read
+# every half second; this is generous for a loaded machine, yet short of the idle long-poll's
+# own re-check (SAFETY_RECHECK_S, 5 s), so it is the revocation that ended it.
+ENDS_WITHIN_S = 3.0
+
+
+@pytest.fixture(params=[True, False], ids=["hot", "fastapi"])
+async def app(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[FastAPI]:
+    """An app with a bootstrap admin token, answering claims hot or through FastAPI."""
+    app = create_app(make_settings(database_url, admin_token=ADMIN_TOKEN), hot_paths=request.param)
+    async with app.router.lifespan_context(app):
+        yield app
+
+
+def client_of(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jobq", timeout=30)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+ADMIN = bearer(ADMIN_TOKEN)
+
+
+async def worker_token(app: FastAPI) -> tuple[str, dict[str, str]]:
+    """A new worker token for every queue: its id, and its header."""
+    info, token = await tokens.create(app.state.ctx.db, Role.WORKER)
+    await app.state.tokens.refresh()
+    return info.id, bearer(token)
+
+
+def claim(c: httpx.AsyncClient, headers: dict[str, str], wait_ms: int = WAIT_MS) -> Any:
+    return c.post("/v1/leases", headers=headers, json={"worker_id": "w", "queues": [QUEUE], "wait_ms": wait_ms})
+
+
+async def waiting(app: FastAPI, n: int) -> None:
+    """Until ``n`` long-polls on the queue sleep, having looked and found nothing."""
+    await asyncio.wait_for(app.state.ctx.wakeups.until_idle(QUEUE, n), 10)
+
+
+async def enqueue(c: httpx.AsyncClient) -> int:
+    r = await c.post("/v1/jobs", json={"type": "t", "queue": QUEUE}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    job_id: int = r.json()["id"]
+    return job_id
+
+
+def revoked_answer(r: httpx.Response) -> None:
+    """What a request with a revoked token gets: 401 problem+json, invalid_token."""
+    problem(r, 401, "unauthorized")
+    assert r.headers["www-authenticate"] == INVALID
+
+
+async def test_a_waiting_long_poll_whose_token_is_revoked_claims_nothing(app: FastAPI) -> None:
+    token_id, worker = await worker_token(app)
+    async with client_of(app) as c:
+        poll = asyncio.create_task(claim(c, worker))
+        await waiting(app, 1)
+        r = await c.delete(f"/v1/tokens/{token_id}", headers=ADMIN)
+        assert r.status_code == 200, r.text
+        job_id = await enqueue(c)
+        revoked_answer(await asyncio.wait_for(poll, WAIT_MS / 1000 + 5))
+
+        r = await c.get(f"/v1/jobs/{job_id}", headers=ADMIN)
+        assert r.json()["status"] == "pending", r.text
+        # the job is left for a worker whose token is valid
+        _, other = await worker_token(app)
+        r = await claim(c, other, wait_ms=0)
+        assert r.status_code == 200, r.text
+        assert [le["job"]["id"] for le in r.json()["leases"]] == [job_id]
+
+
+async def test_revocation_elsewhere_ends_the_long_poll_without_any_job(app: FastAPI, database_url: str) -> None:
+    """Revoked on the database, as `jobq tokens revoke` or another replica does: the table's
+    next read ends the long-poll, long before its wait_ms. Other long-polls, of another
+    token and of the bootstrap admin token, go on waiting, and still get the next jobs."""
+    token_id, worker = await worker_token(app)
+    _, other = await worker_token(app)
+    async with client_of(app) as c:
+        revoked_poll = asyncio.create_task(claim(c, worker))
+        other_poll = asyncio.create_task(claim(c, other))
+        admin_poll = asyncio.create_task(claim(c, ADMIN))
+        await waiting(app, 3)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("UPDATE tokens SET revoked_at = now() WHERE id = %s", (token_id,))
+        revoked_at = time.monotonic()
+        r = await asyncio.wait_for(revoked_poll, WAIT_MS / 1000 + 5)
+        ended_after = time.monotonic() - revoked_at
+        revoked_answer(r)
+        assert ended_after < ENDS_WITHIN_S, ended_after
+
+        assert not other_poll.done() and not admin_poll.done()
+        jobs = {await enqueue(c), await enqueue(c)}
+        got = []
+        for poll in (other_poll, admin_poll):
+            r = await asyncio.wait_for(poll, WAIT_MS / 1000 + 5)
+            assert r.status_code == 200, r.text
+            got += [le["job"]["id"] for le in r.json()["leases"]]
+        assert set(got) == jobs
+
+
+async def test_a_running_worker_stops_soon_after_its_token_is_revoked(app: FastAPI) -> None:
+    """`jobq worker` long-polls with wait_ms 10000 by default: it learns of the revocation
+    from the claim it is waiting in, not from its next request up to 10 s later."""
+    token_id, worker_headers = await worker_token(app)
+    token = worker_headers["Authorization"].removeprefix("Bearer ")
+
+    async def handle(job: Any) -> None:
+        raise AssertionError("a revoked worker ran a job")
+
+    worker = Worker(
+        "http://jobq",
+        queues=[QUEUE],
+        handlers={"t": handle},
+        token=token,
+        wait_ms=WAIT_MS,
+        transport=httpx.ASGITransport(app=app),
+    )
+    running = asyncio.create_task(worker.run_async())
+    try:
+        await waiting(app, 1)
+        async with client_of(app) as c:
+            r = await c.delete(f"/v1/tokens/{token_id}", headers=ADMIN)
+            assert r.status_code == 200, r.text
+        revoked_at = time.monotonic()
+        with pytest.raises(Unauthorized):
+            await asyncio.wait_for(running, WAIT_MS / 1000 + 10)
+        assert time.monotonic() - revoked_at < ENDS_WITHIN_S
+    finally:
+        running.cancel()
+
+
+async def test_local_mode_long_polls_are_unaffected(database_url: str) -> None:
+    app = create_app(make_settings(database_url))
+    async with app.router.lifespan_context(app), client_of(app) as c:
+        assert app.state.tokens.local_mode
+        poll = asyncio.create_task(c.post("/v1/leases", json={"worker_id": "w", "queues": [QUEUE], "wait_ms": WAIT_MS}))
+        await waiting(app, 1)
+        r = await c.post("/v1/jobs", json={"type": "t", "queue": QUEUE})
+        assert r.status_code == 201, r.text
+        r = await asyncio.wait_for(poll, WAIT_MS / 1000 + 5)
+        assert r.status_code == 200 and len(r.json()["leases"]) == 1, r.text
