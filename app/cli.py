@@ -83,8 +83,10 @@ def _database(stack: ExitStack, settings) -> str:  # type: ignore[no-untyped-def
         typer.echo(f"jobq: {exc}", err=True)
         raise typer.Exit(2) from None
     stack.callback(server.stop)
-    typer.echo(f"jobq: embedded PostgreSQL under {settings.data_dir}/ (set JOBQ_DATABASE_URL "
-               "to use your own)", err=True)
+    # The URL is for people too: the SQL enqueue (jobq.enqueue in your own transaction) and
+    # psql need a connection to this very database.
+    typer.echo(f"jobq: embedded PostgreSQL under {settings.data_dir}/ at {server.url} "
+               "(set JOBQ_DATABASE_URL to use your own)", err=True)
     return server.url
 
 
@@ -152,6 +154,31 @@ def bind_refusal(host: str, *, secured: bool, insecure: bool) -> str | None:
             "or pass --insecure")
 
 
+def port_refusal(host: str, port: int) -> str | None:
+    """Why ``jobq serve`` cannot listen on ``host:port``, or None when it can. Tried by
+    binding (and closing) a socket as uvicorn will, before the database is started: a busy
+    port is one line that says what to do, not uvicorn's ``[Errno 98]`` log and exit 3. A
+    port taken between this check and uvicorn's bind still gets uvicorn's message."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        # As uvicorn binds: a port whose last connections are in TIME_WAIT is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OverflowError:  # not a port number at all
+            return f"port {port} is not a TCP port (0 to 65535); choose another with --port N or JOBQ_PORT"
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (f"port {port} on {host} is already in use (another jobq serve?); "
+                        "choose another with --port N or JOBQ_PORT")
+            reason = exc.strerror or str(exc)
+            return f"cannot listen on {host}:{port}: {reason}; choose another with --host/--port"
+    return None
+
+
 def _has_tokens(url: str, settings) -> bool:  # type: ignore[no-untyped-def]
     """Whether the database ends local mode (a token, even a revoked one: revoking every
     token locks the service, it does not open it), read as the service will read it."""
@@ -197,6 +224,10 @@ def serve(
     _setup_logging(settings)
     bind_host = host or settings.host
     bind_port = port if port is not None else settings.port
+    busy = port_refusal(bind_host, bind_port)
+    if busy:
+        typer.echo(f"jobq: {busy}", err=True)
+        raise typer.Exit(1)
 
     with ExitStack() as stack:
         url = _database(stack, settings)

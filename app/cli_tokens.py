@@ -152,20 +152,17 @@ def list_(as_json: AsJson = False) -> None:
         _print_json({"tokens": [_public(i) for i in found]})
         return
     from rich.console import Console
-    from rich.table import Table
 
-    table = Table()
-    # Ids and times are copied and read whole: narrow terminals fold the name and queues.
-    table.add_column("id", no_wrap=True)
-    table.add_column("name", overflow="fold")
-    table.add_column("role", no_wrap=True)
-    table.add_column("queues", overflow="fold")
-    table.add_column("created (UTC)", no_wrap=True)
-    table.add_column("revoked (UTC)", no_wrap=True)
-    for i in found:
-        table.add_row(i.id, i.name or "", i.role.value, i.queues, _short(i.created_at),
-                      _short(i.revoked_at))
-    Console().print(table)
+    from jobq.cli_format import fitted_table
+
+    # The plain 80-column table of the other listings. Ids and times are copied and read
+    # whole: only the free-text name and queue pattern are shortened (with an ellipsis);
+    # `--json` has them whole.
+    rows = [[i.id, i.name or "", i.role.value, i.queues, _short(i.created_at), _short(i.revoked_at)]
+            for i in found]
+    console = Console()
+    console.print(fitted_table(["id", "name", "role", "queues", "created (UTC)", "revoked (UTC)"], rows,
+                               console.width, shrink={"name": 6, "queues": 6}))
 
 
 @tokens_app.command("revoke")

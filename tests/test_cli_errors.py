@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -142,6 +143,21 @@ def test_serve_with_a_missing_database_says_create_it(database_url: str) -> None
     line = one_line(jobq("serve", "--port", str(free_port()), env={"JOBQ_DATABASE_URL": url}), 1)
     assert f"database 'jobq_no_such_db' on {info.get('host')}:" in line, line
     assert "does not exist" in line and "create it (createdb)" in line, line
+
+
+def test_serve_on_a_busy_port_is_one_line_naming_it() -> None:
+    """Not uvicorn's `[Errno 98] address already in use` log and exit 3: one line that
+    names the port and how to choose another, before any database is touched."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        unreachable = f"postgresql://postgres@127.0.0.1:{free_port()}/jobq"  # never reached
+        line = one_line(jobq("serve", "--port", str(port), env={"JOBQ_DATABASE_URL": unreachable}), 1)
+    assert line == (f"jobq: port {port} on 127.0.0.1 is already in use (another jobq serve?); "
+                    "choose another with --port N or JOBQ_PORT"), line
+    line = one_line(jobq("serve", "--port", "70000", env={"JOBQ_DATABASE_URL": unreachable}), 1)
+    assert "port 70000 is not a TCP port" in line and "--port" in line, line
 
 
 # The worker's log

@@ -377,6 +377,18 @@ def test_serve_starts_embedded_postgres_keeps_jobs_and_stops_it(tmp_path: Path) 
         job = httpx.post(url + "/v1/jobs", json={"type": "t"}).json()
         pid = _postmaster_pid(pgdata)
         assert pid is not None and not _gone(pid, 0)
+        # The start line names the database's URL (for psql, and for jobq.enqueue in your own
+        # transaction), and that URL reaches the very database the service uses.
+        assert proc.stderr is not None
+        line = ""
+        while not line.startswith("jobq: embedded PostgreSQL under "):
+            line = proc.stderr.readline().decode()
+            assert line, "jobq serve printed no embedded PostgreSQL line"
+        db_url = line.split(" at ", 1)[1].split(" (set JOBQ_DATABASE_URL", 1)[0]
+        assert db_url.startswith("postgresql://"), line
+        with psycopg.connect(db_url) as conn:
+            row = conn.execute("SELECT type FROM jobs WHERE id = %s", (int(job["id"]),)).fetchone()
+        assert row == ("t",)
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0

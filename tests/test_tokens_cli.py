@@ -25,7 +25,7 @@ _AMBIENT = ("JOBQ_TOKEN", "JOBQ_ADMIN_TOKEN", "JOBQ_URL", "JOBQ_DATABASE_URL")
 
 def jobq(*args: str, database_url: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if k not in _AMBIENT}
-    full.update(COLUMNS="200", **env)
+    full.update({"COLUMNS": "200", **env})
     if database_url is not None:
         full["JOBQ_DATABASE_URL"] = database_url
     return subprocess.run([sys.executable, "-m", "jobq.cli", *args], cwd=ROOT, env=full,
@@ -50,6 +50,22 @@ def server(database_url: str) -> Iterator[LiveServer]:
     live.start()
     yield live
     live.stop()
+
+
+def test_list_is_the_plain_80_column_table_of_the_other_listings(database_url: str) -> None:
+    """Ids and times whole; a long name or queue pattern shortened with an ellipsis; no box."""
+    made = jobq("tokens", "create", "--role", "producer", "--name", "n" * 200,
+                "--queues", "tenant-a.*," * 20 + "x", database_url=database_url)
+    assert made.returncode == 0, made.stderr
+    token_id = made.stdout.strip().split("_")[1]
+    narrow = jobq("tokens", "list", database_url=database_url, COLUMNS="80")
+    assert narrow.returncode == 0, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert lines[0].split() == ["id", "name", "role", "queues", "created", "(UTC)", "revoked", "(UTC)"]
+    assert all(len(line) <= 80 for line in lines), narrow.stdout
+    assert not set("┏┃│└┗╇━┌┐") & set(narrow.stdout), narrow.stdout
+    row = next(line for line in lines if token_id in line)
+    assert "producer" in row and "…" in row and "nnnnn" in row, narrow.stdout
 
 
 def test_create_prints_only_the_token_which_works_until_revoked(database_url: str,
