@@ -646,8 +646,22 @@ def test_a_schema_jobq_another_role_owns_or_creates_in_fails_the_migration(datab
                 migrate_to(database_url, "head")
             assert 'schema "jobq" grants CREATE to other roles' in str(refused.value)
             assert admin.execute(FUNCTIONS).fetchone() == (0,)
-            # Once the schema is jobq's own alone, the migration goes through.
+            # What the role made while it could create there stays its own after the grant is
+            # revoked (or the schema changes hands): an overload our functions would call with
+            # the owner's rights. Refused until it is gone.
             admin.execute(sql.SQL("REVOKE CREATE ON SCHEMA jobq FROM {}").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("GRANT CREATE ON SCHEMA jobq TO {}").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+            admin.execute("CREATE FUNCTION jobq._int(text, text, text, integer, integer) RETURNS bigint "
+                          "LANGUAGE sql AS 'SELECT 1::bigint'")
+            admin.execute("RESET ROLE")
+            admin.execute(sql.SQL("REVOKE CREATE ON SCHEMA jobq FROM {}").format(sql.Identifier(role)))
+            with pytest.raises(RuntimeError) as refused:
+                migrate_to(database_url, "head")
+            assert 'schema "jobq" holds objects that belong to other roles (function jobq._int(' in str(refused.value)
+            assert admin.execute(FUNCTIONS).fetchone() == (1,)  # theirs only
+            admin.execute("DROP FUNCTION jobq._int(text, text, text, integer, integer)")
+            # Once the schema is jobq's own alone, the migration goes through.
             migrate_to(database_url, "head")
             assert admin.execute("SELECT version_num FROM alembic_version").fetchone() == ("0009",)
         finally:

@@ -342,11 +342,11 @@ BEGIN
             'type', jobq._field(j, at, 'type', 'string', false),
             'payload', coalesce(jobq._field(j, at, 'payload', 'object', false), '{{}}')::jsonb,
             'priority', coalesce(jobq._int(jobq._field(j, at, 'priority', 'integer', false), at,
-                                           'priority', -2147483647, 2147483647), 0),
+                                           'priority', -2147483647::bigint, 2147483647::bigint), 0),
             'delay_ms', jobq._int(jobq._field(j, at, 'delay_ms', 'integer', true), at,
-                                  'delay_ms', 0, 315360000000),
+                                  'delay_ms', 0::bigint, 315360000000::bigint),
             'max_attempts', jobq._int(jobq._field(j, at, 'max_attempts', 'integer', true), at,
-                                      'max_attempts', 1, 10000),
+                                      'max_attempts', 1::bigint, 10000::bigint),
             'idempotency_key', jobq._field(j, at, 'idempotency_key', 'string', true));
         PERFORM jobq._check(at, p ->> 'queue', p ->> 'type', p -> 'payload',
                             (p ->> 'priority')::integer, (p ->> 'delay_ms')::bigint,
@@ -404,6 +404,25 @@ $do$;
 log = logging.getLogger("alembic.runtime.migration")
 
 
+# Every kind of object a role can create in a schema, with its owner column.
+FOREIGN_OBJECTS = " UNION ALL ".join(
+    f"SELECT '{kind} ' || {name}::text FROM pg_catalog.{table} "
+    f"WHERE {ns} = 'jobq'::regnamespace AND {owner} <> (SELECT oid FROM pg_roles WHERE rolname = current_user)"
+    for kind, table, name, ns, owner in (
+        ("function", "pg_proc", "oid::regprocedure", "pronamespace", "proowner"),
+        ("relation", "pg_class", "oid::regclass", "relnamespace", "relowner"),
+        ("type", "pg_type", "oid::regtype", "typnamespace", "typowner"),
+        ("operator", "pg_operator", "oid::regoperator", "oprnamespace", "oprowner"),
+        ("collation", "pg_collation", "collname", "collnamespace", "collowner"),
+        ("conversion", "pg_conversion", "conname", "connamespace", "conowner"),
+        ("operator class", "pg_opclass", "opcname", "opcnamespace", "opcowner"),
+        ("operator family", "pg_opfamily", "opfname", "opfnamespace", "opfowner"),
+        ("text search dictionary", "pg_ts_dict", "dictname", "dictnamespace", "dictowner"),
+        ("text search configuration", "pg_ts_config", "cfgname", "cfgnamespace", "cfgowner"),
+    )
+)
+
+
 def _schema() -> str:
     """The tables' schema as a quoted identifier (where 0001 created them: the current one)."""
     return str(op.get_bind().exec_driver_sql("SELECT quote_ident(current_schema())").scalar())
@@ -426,6 +445,17 @@ def upgrade() -> None:
             "with this role's rights in a schema another role controls. Drop or rename that "
             f'schema, or run the migration as its owner (ALTER SCHEMA jobq OWNER TO "{me}" if it '
             "is really jobq's), then migrate again."
+        )
+    # Objects another role put in the schema stay theirs when the schema changes hands (or a
+    # CREATE grant is revoked): an overload of one of our helpers there, say
+    # jobq._int(text, text, text, integer, integer), would be called by our functions with the
+    # migrating role's rights.
+    foreign = bind.exec_driver_sql(FOREIGN_OBJECTS).scalars().all()
+    if foreign:
+        raise RuntimeError(
+            'schema "jobq" holds objects that belong to other roles (' + ", ".join(foreign[:5])
+            + "): they could stand in for the SECURITY DEFINER functions this migration installs "
+            "there. Drop them or the schema, then migrate again."
         )
     if shared:
         raise RuntimeError(
