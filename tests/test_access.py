@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from jobq.api.app import create_app
 from jobq.api.hot import resolved_routes
 from jobq.core import tokens
-from jobq.domain.access import Role
+from jobq.domain.access import Principal, QueuePattern, Role
 from jobq.store.db import Database
 from jobq.store.queries import Q
 from tests.conftest import ROOT, LiveServer, make_settings
@@ -634,8 +634,15 @@ async def test_a_read_of_the_tokens_in_flight_does_not_undo_a_change_made_here(
         table = app.state.tokens
         read, fetch = asyncio.Event(), table.db.fetch
         slow: list[asyncio.Task[None]] = []
+        # Whether the revoked token counted as live to a waiting long-poll (still_valid) at
+        # the start of each read after the revocation began: the stale read must not put it
+        # back in the gap before the next read.
+        revoking, seen_live = False, []
+        waiter = Principal(token_id or None, Role.WORKER, QueuePattern("*"))
 
         async def slow_fetch(sql: str, params: Any = None) -> Any:
+            if sql == Q.TokensLive and revoking and asyncio.current_task() not in slow:
+                seen_live.append(table.still_valid(waiter))
             rows = await fetch(sql, params)
             if sql == Q.TokensLive and asyncio.current_task() in slow:
                 read.set()  # read before the change; applied after it
@@ -652,7 +659,9 @@ async def test_a_read_of_the_tokens_in_flight_does_not_undo_a_change_made_here(
             worker = bearer(r.json()["token"])
             want = 200
         else:
+            revoking = True
             assert (await c.delete(f"/v1/tokens/{token_id}", headers=admin)).status_code == 200
+            assert seen_live and not any(seen_live), seen_live
             want = 401
         assert (await c.post("/v1/leases", json=claim, headers=worker)).status_code == want
         await stale

@@ -109,6 +109,11 @@ class TokenTable:
         # Told the ids of tokens that stopped being live (revoked here or elsewhere), so that
         # long-polls waiting under them end now rather than at the end of their wait.
         self._revoked_listeners: list[Callable[[Set[str]], None]] = []
+        # Tokens revoked here whose revocation the table has not read back yet: a read that
+        # began before the revocation committed still holds them, and must not put them back
+        # in the gap before the read that follows it (a long-poll woken by the revocation
+        # would find its token live again).
+        self._forgotten: set[str] = set()
 
     @property
     def local_mode(self) -> bool:
@@ -169,6 +174,8 @@ class TokenTable:
                 log.warning("token %s has an unusable role or queue pattern; it is ignored", r["id"])
                 continue
             live[r["id"]] = _Live(r["hash"], principal)
+        for token_id in self._forgotten:
+            live.pop(token_id, None)
         if not self._ever:  # read until the first token appears; rows are never deleted
             ever = await self.db.fetch_one(Q.TokensEver)
             self._ever = bool(live) or bool(ever and ever["ever"])
@@ -184,9 +191,13 @@ class TokenTable:
     async def forget(self, token_id: str) -> None:
         """A revocation made by this process applies here at once: dropped now, and read
         again after any read that began before it was committed."""
-        if self._live.pop(token_id, None) is not None:
-            self._revoked({token_id})
-        await self.refresh()
+        self._forgotten.add(token_id)
+        try:
+            if self._live.pop(token_id, None) is not None:
+                self._revoked({token_id})
+            await self.refresh()  # begins after any read in progress: it sees the revocation
+        finally:
+            self._forgotten.discard(token_id)
 
     async def run(self, every_s: float = REFRESH_S) -> None:
         """Re-read the live tokens for ever. A failed read keeps the last table: revoking a
