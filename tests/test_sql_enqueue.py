@@ -688,3 +688,17 @@ def test_downgrade_keeps_a_schema_that_holds_other_objects(database_url: str, ca
     with psycopg.connect(database_url) as conn:
         assert enqueue_sql(conn, queue="again") > 0
         assert conn.execute("SELECT sum(n) FROM job_counts WHERE queue = 'again'").fetchone() == (1,)
+
+
+def test_every_function_the_sql_enqueue_runs_as_its_owner_pins_its_search_path(database_url: str) -> None:
+    """A later migration that redefines one of them (CREATE OR REPLACE, as 0003 did to the
+    counter trigger) must keep the pinned search_path, or planted overloads run as the owner."""
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT p.oid::regprocedure::text, p.prosecdef, p.proconfig FROM pg_proc AS p"
+            " WHERE p.pronamespace = 'jobq'::regnamespace OR p.proname = 'jobs_count_changes'"
+        ).fetchall()
+    assert len(rows) >= 8, rows
+    for name, definer, config in rows:
+        paths = [c for c in config or [] if c.startswith("search_path=")]
+        assert paths and paths[0].startswith("search_path=pg_catalog,"), (name, definer, config)
