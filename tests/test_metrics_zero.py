@@ -51,3 +51,13 @@ async def test_a_queue_without_any_job_reports_zero_for_every_status(
     after = await _series(client)
     for status in ("pending", "running", "failed", "completed", "dead", "cancelled"):
         assert after[("jobq_jobs", frozenset({"queue": q, "status": status}.items()))] == 0, status
+
+
+async def test_counters_come_without_created_twins(client: httpx.AsyncClient) -> None:
+    """One line per series: prometheus-client's `*_created` samples (the time each series
+    began) are turned off, so a counter is not printed twice."""
+    r = await client.post("/v1/jobs", json={"type": "t", "queue": f"created{time.monotonic_ns()}"})
+    assert r.status_code == 201, r.text
+    text = (await client.get("/metrics")).text
+    assert "jobq_jobs_total{" in text
+    assert [line for line in text.splitlines() if "_created" in line.split("{")[0]] == []
