@@ -103,6 +103,14 @@ def _fail(message: str, code: int = 1, fields: dict[str, Any] | None = None) -> 
     raise typer.Exit(code)
 
 
+def _job_id(job_id: str) -> str:
+    """Job ids are the decimal numbers ``jobq jobs`` lists; anything else is a typo, said
+    here rather than as the service's "does not exist"."""
+    if not (job_id.isascii() and job_id.isdigit()):
+        _fail(f"{job_id!r} is not a job id: ids are numbers, as `jobq jobs` lists them", code=2)
+    return job_id
+
+
 def _url_source(param: str = "url") -> str:
     """What chose the service URL: the option, the environment or the default."""
     ctx = get_current_context(silent=True)
@@ -311,7 +319,7 @@ def register(app: typer.Typer) -> None:
             as_json: AsJson = False) -> None:
         """Show one job: payload, result, worker, times and every failed attempt."""
         with _client(url, token) as c:
-            found = c.get(job_id)
+            found = c.get(_job_id(job_id))
         if as_json:
             _print_json(found)
             return
@@ -340,14 +348,14 @@ def register(app: typer.Typer) -> None:
                as_json: AsJson = False) -> None:
         """Cancel a waiting or running job."""
         with _client(url, token) as c:
-            _show_job(c.cancel(job_id), as_json)
+            _show_job(c.cancel(_job_id(job_id)), as_json)
 
     @app.command()
     def retry(job_id: str, url: Url = DEFAULT_URL, token: Token = None,
               as_json: AsJson = False) -> None:
         """Retry a dead, cancelled or failed job now."""
         with _client(url, token) as c:
-            _show_job(c.retry(job_id), as_json)
+            _show_job(c.retry(_job_id(job_id)), as_json)
 
     dead_app = typer.Typer(help="The dead-letter queue: list (the default), replay, purge.",
                            invoke_without_command=True)

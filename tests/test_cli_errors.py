@@ -120,6 +120,13 @@ def test_usage_errors_are_one_line() -> None:
     assert "No such option: --bogus" in line, line
 
 
+@pytest.mark.parametrize("command", ["job", "cancel", "retry"])
+def test_a_job_id_that_is_not_a_number_is_one_line(command: str) -> None:
+    # Said before any call: nowhere() answers nothing, so a call would be a connection error.
+    line = one_line(jobq(command, "abc", "--url", nowhere()), 2)
+    assert line == "jobq: 'abc' is not a job id: ids are numbers, as `jobq jobs` lists them", line
+
+
 def test_version() -> None:
     done = jobq("--version")
     assert done.returncode == 0 and done.stdout.strip() == f"jobq {__version__}", done
