@@ -52,6 +52,7 @@ from jobq.client import (
     Forbidden,
     Job,
     JobqError,
+    JobStatus,
     TransportError,
     Unauthorized,
     ValidationError,
@@ -328,7 +329,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def jobs(
         queue: Annotated[str | None, typer.Option()] = None,
-        status: Annotated[str | None, typer.Option()] = None,
+        status: Annotated[str | None, typer.Option(help=f"one of {', '.join(JobStatus)}")] = None,
         type: Annotated[str | None, typer.Option()] = None,  # noqa: A002
         limit: Limit = 100,
         every: Every = False,
@@ -338,6 +339,8 @@ def register(app: typer.Typer) -> None:
         as_json: AsJson = False,
     ) -> None:
         """List jobs, newest first: id, queue, type, status, attempt and age."""
+        if status is not None and status not in set(JobStatus):
+            _fail(f"--status {status!r} is not a status: one of {', '.join(JobStatus)}", code=2)
         with _client(url, token) as c:
             found, more = _list_jobs(c, queue=queue, status=status, type_=type, limit=limit,
                                      every=every, cursor=cursor)

@@ -127,6 +127,12 @@ def test_a_job_id_that_is_not_a_number_is_one_line(command: str) -> None:
     assert line == "jobq: 'abc' is not a job id: ids are numbers, as `jobq jobs` lists them", line
 
 
+def test_an_unknown_status_is_one_line_naming_the_statuses() -> None:
+    line = one_line(jobq("jobs", "--status", "deadd", "--url", nowhere()), 2)
+    assert line == ("jobq: --status 'deadd' is not a status: one of pending, running, failed, "
+                    "completed, dead, cancelled"), line
+
+
 def test_version() -> None:
     done = jobq("--version")
     assert done.returncode == 0 and done.stdout.strip() == f"jobq {__version__}", done
