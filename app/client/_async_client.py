@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from jobq.client import _base as b
-from jobq.client._base import UNSET, Duration, _Unset
+from jobq.client._base import UNSET, Duration, _Unset, as_payload
 from jobq.client._exceptions import APIError, JobFailed, WaitTimeout
 from jobq.client._models import (
     AckResult,
@@ -155,7 +155,7 @@ class AsyncClient:
         postpones it; with ``idempotency_key`` a repeat returns the existing job."""
         job = NewJob(
             type=type,
-            payload=dict(payload) if payload is not None else None,
+            payload=as_payload(payload),
             queue=queue,
             priority=priority,
             delay=delay,
@@ -383,7 +383,7 @@ class AsyncClient:
         subscriptions. With ``idempotency_key`` a repeat returns the same jobs."""
         job = NewJob(
             type=type,
-            payload=dict(payload) if payload is not None else None,
+            payload=as_payload(payload),
             priority=priority,
             delay=delay,
             run_at=run_at,

@@ -43,6 +43,16 @@ UNSET: Final = _Unset.UNSET
 Duration = float | timedelta
 
 
+def as_payload(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A job's payload is a JSON object: a list or a number is refused here, in words, rather
+    than by dict()'s "cannot convert dictionary update sequence element"."""
+    if payload is None:
+        return None
+    if not isinstance(payload, Mapping):
+        raise TypeError(f"payload must be a JSON object (a dict), not {type(payload).__name__}")
+    return dict(payload)
+
+
 def seconds(value: Duration) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from jobq.client import _base as b
-from jobq.client._base import UNSET, Duration, _Unset
+from jobq.client._base import UNSET, Duration, _Unset, as_payload
 from jobq.client._exceptions import APIError, JobFailed, WaitTimeout
 from jobq.client._models import (
     AckResult,
@@ -154,7 +154,7 @@ class Client:
         postpones it; with ``idempotency_key`` a repeat returns the existing job."""
         job = NewJob(
             type=type,
-            payload=dict(payload) if payload is not None else None,
+            payload=as_payload(payload),
             queue=queue,
             priority=priority,
             delay=delay,
@@ -376,7 +376,7 @@ class Client:
         subscriptions. With ``idempotency_key`` a repeat returns the same jobs."""
         job = NewJob(
             type=type,
-            payload=dict(payload) if payload is not None else None,
+            payload=as_payload(payload),
             priority=priority,
             delay=delay,
             run_at=run_at,

@@ -127,7 +127,7 @@ def _one(
 ) -> NewJob:
     return NewJob(
         type=type_,
-        payload=dict(payload) if payload is not None else None,
+        payload=b.as_payload(payload),
         queue=queue,
         priority=priority,
         delay=delay,

@@ -619,3 +619,9 @@ def test_async_client_mirrors_client() -> None:
     assert sync.keys() == asynchronous.keys()
     for name, signature in sync.items():
         assert str(signature) == str(asynchronous[name]).replace("AsyncIterator", "Iterator"), name
+
+
+def test_a_payload_that_is_not_a_mapping_is_refused_in_words() -> None:
+    with Client("http://127.0.0.1:1") as c, pytest.raises(TypeError) as refused:
+        c.enqueue("t", [1])  # type: ignore[arg-type]
+    assert str(refused.value) == "payload must be a JSON object (a dict), not list"
