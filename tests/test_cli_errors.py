@@ -93,6 +93,15 @@ def test_a_url_without_a_scheme_is_one_line(command: list[str]) -> None:
     assert "http://localhost:8100" in line and "(from --url)" in line, line
 
 
+def test_a_url_that_names_the_api_s_v1_is_one_line_giving_the_root() -> None:
+    line = one_line(jobq("jobs", "--url", "http://127.0.0.1:8000/v1"), 2)
+    assert line == ("jobq: url 'http://127.0.0.1:8000/v1' names the API's /v1: give the service's root, "
+                    "http://127.0.0.1:8000 (from --url)"), line
+    # Behind a path prefix the root keeps it.
+    line = one_line(jobq("jobs", env={"JOBQ_URL": "https://example.com/jobq/v1/"}), 2)
+    assert "give the service's root, https://example.com/jobq (from JOBQ_URL)" in line, line
+
+
 def test_a_connection_error_names_the_url_and_the_setting() -> None:
     url = nowhere()
     line = one_line(jobq("jobs", "--url", url), 1)

@@ -283,6 +283,10 @@ def check_url(url: str) -> str:
         raise ValueError(
             f"url {url!r} is not an http:// or https:// URL (for example http://{url.split('://')[-1]})"
         )
+    if parsed.path.rstrip("/").endswith("/v1"):
+        # Every call adds /v1/... itself: this URL would answer 404 to all of them.
+        root = str(parsed.copy_with(path=parsed.path.rstrip("/")[: -len("/v1")] or "/")).rstrip("/")
+        raise ValueError(f"url {url!r} names the API's /v1: give the service's root, {root}")
     return url
 
 
