@@ -29,12 +29,10 @@ from jobq.domain.schedules import parse_cron, parse_timezone
 MAX_INT32 = 2**31 - 1
 TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000
 
-QueueName = Annotated[
-    str,
-    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"),
-    Field(description="1 to 128 of letters, digits and _ . : - (starting with a letter or digit)",
-          examples=["default"]),
-]
+# One rule for every name a client gives: queues, schedules and topics.
+_NAME = StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+_NAME_TEXT = "1 to 128 of letters, digits and _ . : - (starting with a letter or digit)"
+QueueName = Annotated[str, _NAME, Field(description=_NAME_TEXT, examples=["default"])]
 Text255 = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00]*$")]
 
 
@@ -123,10 +121,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class JobCreate(Strict):
+class _JobFields(Strict):
+    """A job body's fields but its queue and key: POST /v1/jobs's and a topic publish's
+    (whose subscriptions name the queues)."""
+
     type: Text255 = Field(examples=["email.welcome"])
     payload: Payload = Field(default_factory=dict)
-    queue: QueueName = d.DEFAULT_QUEUE
     priority: Priority = 0
     delay_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = Field(
         default=None, description="at most 10 years; longer delays are refused (422)")
@@ -134,15 +134,19 @@ class JobCreate(Strict):
         default=None, description="RFC 3339 with an offset, within years 1 to 9999 in UTC")
     max_attempts: Annotated[int, Field(ge=1, le=10_000)] | None = Field(
         default=None, description="default: the queue's max_attempts")
-    idempotency_key: ProducerKey | None = Field(
-        default=None, description="may not start with `topic:` or `schedule:`, the keys of "
-        "the jobs of topic publishes and schedules (422)")
 
     @model_validator(mode="after")
-    def _one_schedule(self) -> JobCreate:
+    def _one_schedule(self) -> _JobFields:
         if self.delay_ms is not None and self.run_at is not None:
             raise ValueError("give one of delay_ms and run_at, not both")
         return self
+
+
+class JobCreate(_JobFields):
+    queue: QueueName = d.DEFAULT_QUEUE
+    idempotency_key: ProducerKey | None = Field(
+        default=None, description="may not start with `topic:` or `schedule:`, the keys of "
+        "the jobs of topic publishes and schedules (422)")
 
     def to_domain(self) -> d.NewJob:
         return d.NewJob(
@@ -377,12 +381,7 @@ class TokenList(BaseModel):
 
 # ------------------------------------------------------------------------------ schedules
 
-ScheduleName = Annotated[
-    str,
-    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"),
-    Field(description="1 to 128 of letters, digits and _ . : - (starting with a letter or digit)",
-          examples=["nightly-report"]),
-]
+ScheduleName = Annotated[str, _NAME, Field(description=_NAME_TEXT, examples=["nightly-report"])]
 
 
 def _cron_text(value: str) -> str:
@@ -499,12 +498,7 @@ class ScheduleList(BaseModel):
 
 
 # Fan-out topics (routes/topics.py). A topic's name obeys a queue name's rules.
-TopicName = Annotated[
-    str,
-    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"),
-    Field(description="1 to 128 of letters, digits and _ . : - (starting with a letter or digit)",
-          examples=["orders.placed"]),
-]
+TopicName = Annotated[str, _NAME, Field(description=_NAME_TEXT, examples=["orders.placed"])]
 
 
 class SubscriptionPut(Strict):
@@ -513,27 +507,12 @@ class SubscriptionPut(Strict):
         "published one; null or absent: the published type")
 
 
-class TopicPublish(Strict):
+class TopicPublish(_JobFields):
     """``JobCreate`` without ``queue``: the topic's subscriptions name the queues.
     tests/test_topics.py holds the two to the same fields."""
 
-    type: Text255 = Field(examples=["order.placed"])
-    payload: Payload = Field(default_factory=dict)
-    priority: Priority = 0
-    delay_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = Field(
-        default=None, description="at most 10 years; longer delays are refused (422)")
-    run_at: Timestamp | None = Field(
-        default=None, description="RFC 3339 with an offset, within years 1 to 9999 in UTC")
-    max_attempts: Annotated[int, Field(ge=1, le=10_000)] | None = Field(
-        default=None, description="default: each queue's own max_attempts")
     idempotency_key: Text255 | None = Field(
         default=None, description="each job gets `topic:{topic}/{key}`, unique in its queue")
-
-    @model_validator(mode="after")
-    def _one_schedule(self) -> TopicPublish:
-        if self.delay_ms is not None and self.run_at is not None:
-            raise ValueError("give one of delay_ms and run_at, not both")
-        return self
 
     def to_domain(self) -> d.NewJob:
         # queue: filled in per subscription (core/topics.py)
