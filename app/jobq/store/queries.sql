@@ -1,5 +1,5 @@
 -- The statements that matter, named noun-first and reviewed as SQL.
--- Loaded once by app/store/queries.py; each block starts with "-- name: X" and a one-line purpose.
+-- Loaded once by app/jobq/store/queries.py; each block starts with "-- name: X" and a one-line purpose.
 -- Parameters are psycopg named placeholders. Every statement here runs on PostgreSQL 14+.
 
 -- name: QueueEnsure

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
+from jobq import bundled
 from jobq.api.app import create_app
 from jobq.settings import Settings
 
-# The repository's openapi/ folder ships as the package jobq.openapi (pyproject.toml).
-DOCUMENT = Path(str(resources.files("jobq.openapi").joinpath("openapi.json")))
+DOCUMENT = bundled.openapi() / "openapi.json"
 
 
 def document() -> dict[str, Any]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from importlib import resources
-from pathlib import Path
 
 import psycopg
 from alembic import command
@@ -14,21 +12,13 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, pool, text
 
+from jobq import bundled
+
 log = logging.getLogger("jobq.migrate")
 
 # Any fixed 64-bit key will do; it only has to differ from our other advisory locks.
 MIGRATION_LOCK_KEY = 0x6A6F6271_0001  # "jobq" + 1
 LOCK_RETRY_S = 0.2
-
-
-def _script_location() -> Path:
-    # The repository's alembic/ folder ships as the package jobq.migrations (pyproject.toml),
-    # so an installed wheel finds its migrations without a checkout beside it.
-    # (A folder without __init__.py: files() is a MultiplexedPath, a file in it a real path.)
-    env = Path(str(resources.files("jobq.migrations").joinpath("env.py")))
-    if not env.exists():
-        raise RuntimeError(f"alembic scripts not found at {env.parent}")
-    return env.parent
 
 
 def libpq_form(url: str) -> str:
@@ -51,7 +41,7 @@ def engine(libpq_url: str) -> Engine:
 
 def alembic_config(libpq_url: str) -> Config:
     cfg = Config()
-    cfg.set_main_option("script_location", str(_script_location()))
+    cfg.set_main_option("script_location", str(bundled.migrations()))
     # Not as sqlalchemy.url, which SQLAlchemy would parse (see ``engine``). env.py reads it
     # when alembic is run by hand on this Config.
     cfg.attributes["libpq_url"] = libpq_url
@@ -60,7 +50,7 @@ def alembic_config(libpq_url: str) -> Config:
 
 def head_revision() -> str | None:
     cfg = Config()
-    cfg.set_main_option("script_location", str(_script_location()))
+    cfg.set_main_option("script_location", str(bundled.migrations()))
     return ScriptDirectory.from_config(cfg).get_current_head()
 
 
