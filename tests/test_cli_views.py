@@ -342,10 +342,8 @@ def _commands() -> list[list[str]]:
     """Every command path of ``jobq``, from the command tree itself."""
     import typer
 
-    from jobq import cli, cli_ops, cli_tokens
+    from jobq import cli
 
-    cli_ops.register(cli.app)
-    cli_tokens.register(cli.app)
     paths: list[list[str]] = []
 
     def walk(command: Any, path: list[str]) -> None:

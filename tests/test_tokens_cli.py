@@ -15,7 +15,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from jobq.cli import bind_refusal
+from jobq.cli.service import bind_refusal
 from jobq.settings import Settings
 from tests.conftest import ROOT, LiveServer, free_port
 

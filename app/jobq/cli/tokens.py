@@ -20,10 +20,15 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+
+from jobq.cli.help_format import CommandGroup, print_help_and_exit
+from jobq.cli.output import AsJson, console, fail
+from jobq.cli.server_setup import database, load_settings, need_server
+from jobq.cli.views import tokens_table
 
 if TYPE_CHECKING:
     from jobq.core.tokens import TokenInfo
@@ -34,27 +39,22 @@ T = TypeVar("T")
 ROLES = ("producer", "worker", "admin")
 MAX_NAME_CHARS = 255  # as POST /v1/tokens (jobq.api.schemas.TokenCreate)
 
-AsJson = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
-
-tokens_app = typer.Typer(
+app = CommandGroup(
     help="Access tokens, in the database (JOBQ_DATABASE_URL, or the embedded one): no running "
          "service or other token needed.",
-    no_args_is_help=True)
+    invoke_without_command=True)
 
 
-def _fail(message: str, code: int) -> NoReturn:
-    # The same one line as every other command (a JSON object with --json).
-    from jobq.cli_ops import _fail as fail
-
-    fail(message, code)
+@app.callback()
+def tokens_group(ctx: typer.Context) -> None:
+    """Access tokens, in the database (JOBQ_DATABASE_URL, or the embedded one): no running
+    service or other token needed."""
+    if ctx.invoked_subcommand is None:
+        print_help_and_exit(ctx)
 
 
 def _when(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
-
-
-def _short(value: datetime | None) -> str:
-    return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def _public(info: TokenInfo) -> dict[str, Any]:
@@ -66,23 +66,22 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2) + "\n")
 
 
-def _on_database(action: Callable[[Database], Awaitable[T]]) -> T:
+def _on_database(action: Callable[[Database], Awaitable[T]], as_json: bool) -> T:
     """Migrate the database, then run ``action`` on it (the embedded one started or
     attached to for the time of the call)."""
-    from jobq import cli
     from jobq.domain.errors import JobqError
     from jobq.store.db import Database
     from jobq.store.migrate import migrate
 
     # No logging set up: the migration's INFO lines would only bury the one line that
     # matters (warnings still reach stderr through logging's last resort).
-    settings = cli._settings()
+    settings = load_settings()
     with ExitStack() as stack:
-        url = cli._database(stack, settings)
+        url = database(stack, settings)
         try:
             migrate(url)
         except Exception as exc:  # sqlalchemy's OperationalError and kin: no traceback
-            _fail(f"cannot migrate the database: {str(exc).splitlines()[0]}", 1)
+            fail(f"cannot migrate the database: {str(exc).splitlines()[0]}", 1, as_json=as_json)
 
         async def run() -> T:
             db = Database(url, pool_size=1, timeout_s=settings.db_timeout_s,
@@ -96,12 +95,13 @@ def _on_database(action: Callable[[Database], Awaitable[T]]) -> T:
         try:
             return asyncio.run(run())
         except JobqError as exc:  # NotFound, Unavailable: the domain's one-line details
-            _fail(exc.detail, 1)
+            fail(exc.detail, 1, as_json=as_json)
         except Exception as exc:  # the pool could not open: the database went away
-            _fail(f"cannot use the database: {str(exc).splitlines()[0] if str(exc) else exc!r}", 1)
+            fail(f"cannot use the database: {str(exc).splitlines()[0] if str(exc) else exc!r}", 1,
+                 as_json=as_json)
 
 
-@tokens_app.command("create")
+@app.command("create")
 def create(
     role: Annotated[str, typer.Option(help="producer, worker or admin")],
     queues: Annotated[str, typer.Option(
@@ -113,23 +113,21 @@ def create(
 
     Plain output is the token alone on stdout (TOKEN=$(jobq tokens create --role worker));
     its id, role and queues go to stderr."""
-    from jobq import cli
-
-    cli._need_server("tokens create")
+    need_server("tokens create")
     from jobq.core import tokens as core
     from jobq.domain.access import QueuePattern, Role
 
     # Checked before the database is touched: a bad argument writes nothing.
     if role not in ROLES:
-        _fail(f"--role must be one of {', '.join(ROLES)}, not {role!r}", 2)
+        fail(f"--role must be one of {', '.join(ROLES)}, not {role!r}", 2, as_json=as_json)
     try:
         pattern = QueuePattern(queues)
     except ValueError as exc:
-        _fail(f"--queues {queues!r}: {exc}", 2)
+        fail(f"--queues {queues!r}: {exc}", 2, as_json=as_json)
     if name is not None and not 1 <= len(name) <= MAX_NAME_CHARS:
-        _fail(f"--name must be 1 to {MAX_NAME_CHARS} characters", 2)
+        fail(f"--name must be 1 to {MAX_NAME_CHARS} characters", 2, as_json=as_json)
 
-    info, token = _on_database(lambda db: core.create(db, Role(role), pattern.text, name))
+    info, token = _on_database(lambda db: core.create(db, Role(role), pattern.text, name), as_json)
     if as_json:
         _print_json(_public(info) | {"token": token})
         return
@@ -139,49 +137,30 @@ def create(
     typer.echo(token)
 
 
-@tokens_app.command("list")
+@app.command("list")
 def list_(as_json: AsJson = False) -> None:
     """List every token ever created, newest first, revoked ones included (never a secret)."""
-    from jobq import cli
-
-    cli._need_server("tokens list")
+    need_server("tokens list")
     from jobq.core import tokens as core
 
-    found = _on_database(core.list_all)
+    found = _on_database(core.list_all, as_json)
     if as_json:
         _print_json({"tokens": [_public(i) for i in found]})
         return
-    from rich.console import Console
-
-    from jobq.cli_format import fitted_table
-
-    # The plain 80-column table of the other listings. Ids and times are copied and read
-    # whole: only the free-text name and queue pattern are shortened (with an ellipsis);
-    # `--json` has them whole.
-    rows = [[i.id, i.name or "", i.role.value, i.queues, _short(i.created_at), _short(i.revoked_at)]
-            for i in found]
-    console = Console()
-    console.print(fitted_table(["id", "name", "role", "queues", "created (UTC)", "revoked (UTC)"], rows,
-                               console.width, shrink={"name": 6, "queues": 6}))
+    console.print(tokens_table(found, console.width))
 
 
-@tokens_app.command("revoke")
+@app.command("revoke")
 def revoke(
     token_id: Annotated[str, typer.Argument(metavar="ID", help="the token's id (jobq tokens list)")],
     as_json: AsJson = False,
 ) -> None:
     """Revoke a token: every replica refuses it within a second. Revoking twice is harmless."""
-    from jobq import cli
-
-    cli._need_server("tokens revoke")
+    need_server("tokens revoke")
     from jobq.core import tokens as core
 
-    info = _on_database(lambda db: core.revoke(db, token_id))
+    info = _on_database(lambda db: core.revoke(db, token_id), as_json)
     if as_json:
         _print_json(_public(info))
     else:
         typer.echo(f"revoked token {info.id} at {_when(info.revoked_at)}")
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(tokens_app, name="tokens")

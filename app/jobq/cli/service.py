@@ -1,140 +1,29 @@
-"""The ``jobq`` command: serve, migrate, and the operator and worker commands."""
+"""The service's commands: ``jobq serve`` (migrate, then serve the API), ``migrate``,
+``bench`` and ``openapi``; and the checks ``serve`` makes before it binds anything."""
 
 from __future__ import annotations
 
 import ipaddress
-import json
-import logging
 import math
 import os
 import shutil
 import signal
-import sys
 import tempfile
 from contextlib import ExitStack
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-app = typer.Typer(help="jobq: a durable job queue over HTTP, on PostgreSQL.",
-                  no_args_is_help=True, add_completion=False)
+from jobq.cli.help_format import CommandGroup
+from jobq.cli.server_setup import database, load_settings, migrate_database, need_server, setup_logging
 
-log = logging.getLogger("jobq")
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        from jobq import __version__
-
-        typer.echo(f"jobq {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option(
-        "--version", callback=_print_version, is_eager=True, help="print the version and exit")] = False,
-) -> None:
-    """jobq: a durable job queue over HTTP, on PostgreSQL."""
-
-
-# What `pip install 'jobq[server]'` adds; the base install is the SDK and the client commands.
-_SERVER_MODULES = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "pydantic_settings")
-
-
-def _need_server(command: str) -> None:
-    """Exit with one line when the service's dependencies are not installed."""
-    import importlib.util
-
-    missing = [m for m in _SERVER_MODULES if importlib.util.find_spec(m) is None]
-    if missing:
-        typer.echo(f"jobq {command} needs the server extra (missing: {', '.join(missing)}): "
-                   "pip install 'jobq[server]'", err=True)
-        raise typer.Exit(2)
-
-
-def _settings():  # type: ignore[no-untyped-def]
-    from pydantic import ValidationError
-
+if TYPE_CHECKING:
     from jobq.settings import Settings
 
-    try:
-        return Settings()
-    except ValidationError as exc:
-        for err in exc.errors():
-            name = "JOBQ_" + "_".join(str(p) for p in err["loc"]).upper()
-            # "Value error, " is pydantic's prefix for a validator's ValueError: noise here;
-            # and a message that names its variable already needs no prefix.
-            msg = err["msg"].removeprefix("Value error, ")
-            typer.echo(f"jobq: {msg}" if msg.startswith(name) else f"jobq: {name}: {msg}", err=True)
-        raise typer.Exit(2) from None
+app = CommandGroup()
 
 
-def _database(stack: ExitStack, settings) -> str:  # type: ignore[no-untyped-def]
-    """The libpq URL to use: JOBQ_DATABASE_URL, or an embedded server started for us."""
-    if settings.database_url:
-        return settings.libpq_url
-    from jobq.embedded import EmbeddedPostgres, EmbeddedUnavailable
-
-    try:
-        server = EmbeddedPostgres(settings.data_dir / "pgdata")
-        server.start()
-    except EmbeddedUnavailable as exc:
-        typer.echo(f"jobq: {exc}", err=True)
-        raise typer.Exit(2) from None
-    stack.callback(server.stop)
-    # The URL is for people too: the SQL enqueue (jobq.enqueue in your own transaction) and
-    # psql need a connection to this very database.
-    typer.echo(f"jobq: embedded PostgreSQL under {settings.data_dir}/ at {server.url} "
-               "(set JOBQ_DATABASE_URL to use your own)", err=True)
-    return server.url
-
-
-def _migrate(url: str) -> None:
-    """Apply pending migrations; a database that cannot be reached is one line, not a
-    traceback (libpq's reason names each host it tried)."""
-    import psycopg
-    import sqlalchemy.exc
-
-    from jobq.store.migrate import migrate
-
-    try:
-        migrate(url)
-    except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, psycopg.OperationalError) as exc:
-        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())  # libpq's hint is a 2nd line
-        typer.echo(f"jobq: cannot reach the database: {_where_db(url)}: {reason}; "
-                   f"{_db_advice(reason)}", err=True)
-        raise typer.Exit(1) from None
-
-
-def _where_db(url: str) -> str:
-    """``database 'jobq' on 127.0.0.1:5432`` (every host of a multi-host URL), never the
-    password."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        info = conninfo_to_dict(url)
-    except Exception:  # the URL was checked at start; this is only for the message
-        return "the database in JOBQ_DATABASE_URL"
-    hosts = str(info.get("host") or "localhost").split(",")
-    ports = str(info.get("port") or "5432").split(",")
-    ports = ports * len(hosts) if len(ports) == 1 else ports
-    where = ", ".join(f"{h}:{p}" for h, p in zip(hosts, ports, strict=False))
-    return f"database {info.get('dbname') or info.get('user') or '?'!r} on {where}"
-
-
-def _db_advice(reason: str) -> str:
-    """What to do, from libpq's reason."""
-    if "does not exist" in reason:
-        return "create it (createdb) or fix JOBQ_DATABASE_URL"
-    if "authentication failed" in reason or "password" in reason:
-        return "check the user and password in JOBQ_DATABASE_URL"
-    if "resolve" in reason:
-        return "check the host name in JOBQ_DATABASE_URL"
-    return "start PostgreSQL there (or check the firewall), or fix JOBQ_DATABASE_URL"
-
-
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
     try:
@@ -147,7 +36,7 @@ def bind_refusal(host: str, *, secured: bool, insecure: bool) -> str | None:
     """Why ``jobq serve`` must not bind ``host``, or None when it may. Without any token
     (none in the database, no JOBQ_ADMIN_TOKEN) anyone who reaches the port may do
     anything, so only loopback is allowed, unless the operator says --insecure."""
-    if secured or insecure or _is_loopback(host):
+    if secured or insecure or is_loopback(host):
         return None
     return (f"refusing to bind {host} with no access tokens (local mode is loopback only); "
             "create one with `jobq tokens create --role admin`, set JOBQ_ADMIN_TOKEN, "
@@ -179,7 +68,7 @@ def port_refusal(host: str, port: int) -> str | None:
     return None
 
 
-def _has_tokens(url: str, settings) -> bool:  # type: ignore[no-untyped-def]
+def has_tokens(url: str, settings: Settings) -> bool:
     """Whether the database ends local mode (a token, even a revoked one: revoking every
     token locks the service, it does not open it), read as the service will read it."""
     import asyncio
@@ -201,12 +90,6 @@ def _has_tokens(url: str, settings) -> bool:  # type: ignore[no-untyped-def]
     return asyncio.run(read())
 
 
-def _setup_logging(settings) -> None:  # type: ignore[no-untyped-def]
-    from jobq.logs import configure
-
-    configure(settings.log_format, settings.log_level)
-
-
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="address to bind (default JOBQ_HOST)")] = None,
@@ -215,13 +98,13 @@ def serve(
     insecure: Annotated[bool, typer.Option(help="bind a public address with no tokens")] = False,
 ) -> None:
     """Apply pending migrations, then serve the API."""
-    _need_server("serve")
+    need_server("serve")
     import uvicorn
 
     from jobq.api.serving import PROTOCOL
 
-    settings = _settings()
-    _setup_logging(settings)
+    settings = load_settings()
+    setup_logging(settings)
     bind_host = host or settings.host
     bind_port = port if port is not None else settings.port
     busy = port_refusal(bind_host, bind_port)
@@ -230,17 +113,17 @@ def serve(
         raise typer.Exit(1)
 
     with ExitStack() as stack:
-        url = _database(stack, settings)
-        _migrate(url)
+        url = database(stack, settings)
+        migrate_database(url)
         # Tokens created with `jobq tokens create` count as much as JOBQ_ADMIN_TOKEN; they are
         # read after migrating (the table may be new) and before binding anything.
-        secured = bool(settings.admin_token) or _has_tokens(url, settings)
+        secured = bool(settings.admin_token) or has_tokens(url, settings)
         refusal = bind_refusal(bind_host, secured=secured, insecure=insecure)
         if refusal:
             typer.echo(f"jobq: {refusal}", err=True)
             raise typer.Exit(2)
         if not secured:
-            if _is_loopback(bind_host):
+            if is_loopback(bind_host):
                 typer.echo(f"jobq: local mode (no access tokens): serving on {bind_host} only, "
                            "anyone who can reach it may do anything; `jobq tokens create` "
                            "ends it", err=True)
@@ -282,11 +165,11 @@ def serve(
 @app.command("migrate")
 def migrate_cmd() -> None:
     """Apply pending migrations and exit."""
-    _need_server("migrate")
-    settings = _settings()
-    _setup_logging(settings)
+    need_server("migrate")
+    settings = load_settings()
+    setup_logging(settings)
     with ExitStack() as stack:
-        _migrate(_database(stack, settings))
+        migrate_database(database(stack, settings))
     typer.echo("jobq: schema is up to date")
 
 
@@ -325,12 +208,12 @@ def bench(
              "database, then exit")] = False,
 ) -> None:
     """Measure enqueue, drain and end-to-end rates, pickup latency and CPU per job over HTTP."""
-    _need_server("bench")
+    need_server("bench")
     from jobq import bench as b
     from jobq.bench.drivers import main as drivers_main
 
     if drivers:
-        settings = _settings()
+        settings = load_settings()
         raise typer.Exit(drivers_main(
             database_url or (settings.libpq_url if settings.database_url else None), as_json=as_json))
 
@@ -344,7 +227,7 @@ def bench(
         raise typer.BadParameter("comma-separated integers", param_hint="--connections") from None
     if not counts or not all(1 <= c <= 16 for c in counts):
         raise typer.BadParameter("between 1 and 16", param_hint="--connections")
-    settings = _settings()
+    settings = load_settings()
     cfg = b.BenchConfig(
         url=url, database_url=database_url or (settings.libpq_url if settings.database_url else None),
         data_dir=settings.data_dir, mode=bench_mode, jobs=jobs, producers=producers, workers=workers,
@@ -360,7 +243,7 @@ def openapi(
     write: Annotated[bool, typer.Option(help="write openapi/openapi.json instead of printing")] = False,
 ) -> None:
     """Print (or write) the OpenAPI document the service serves at /openapi.json."""
-    _need_server("openapi")
+    need_server("openapi")
     from jobq.api import openapi as doc
 
     text = doc.render()
@@ -370,49 +253,3 @@ def openapi(
         typer.echo(f"wrote {doc.DOCUMENT}")
     else:
         typer.echo(text, nl=False)
-
-
-def _error_line(message: str, code: int) -> int:
-    """A mistake is one line on stderr (a JSON object with --json), never a box or a trace."""
-    message = " ".join(message.split())
-    if "--json" in sys.argv[1:]:
-        sys.stderr.write(json.dumps({"error": message}) + "\n")
-    else:
-        sys.stderr.write(f"jobq: {message}\n")
-    return code
-
-
-def main() -> int:
-    from jobq import cli_help, cli_ops, cli_tokens, cli_topics
-    from jobq.cli_ops import ClickException, NoArgsIsHelpError, UsageError
-
-    cli_ops.register(app)
-    cli_tokens.register(app)
-    cli_topics.register(app)
-    command = typer.main.get_command(app)
-    cli_help.tidy(command)
-    try:
-        # Not standalone: click's usage errors come back here instead of becoming rich's
-        # multi-line panels, and typer's pretty traceback never prints.
-        result = command.main(prog_name="jobq", standalone_mode=False)
-    except NoArgsIsHelpError as exc:
-        assert exc.ctx is not None
-        typer.echo(exc.ctx.get_help())
-        return 2
-    except UsageError as exc:
-        where = exc.ctx.command_path if exc.ctx is not None else "jobq"
-        return _error_line(f"{exc.format_message()} (see `{where} --help`)", exc.exit_code)
-    except ClickException as exc:
-        return _error_line(exc.format_message(), exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        return 130
-    except Exception as exc:
-        if os.environ.get("JOBQ_TRACEBACK"):
-            raise
-        return _error_line(f"unexpected {type(exc).__name__}: {exc} (a bug in jobq: please "
-                           "report it; JOBQ_TRACEBACK=1 shows where)", 1)
-    return result if isinstance(result, int) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,5 @@
 """How the terminal commands show jobs, queues and schedules to people: tables that fit 80
-columns, ages and times humanised. Scripts use ``--json`` instead (``jobq.cli_ops``).
+columns, ages and times humanised. Scripts use ``--json`` instead (``jobq.cli.output``).
 
 Every value a user or the service chose (a type, a payload, an error) goes in as ``Text``,
 never as a markup string: ``[bold]`` in an error message is shown, not interpreted.
@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from jobq.client import Job, Queue, Schedule
+from jobq.client import Job, Queue, Schedule, Topic
+
+if TYPE_CHECKING:  # the server's; `jobq tokens` has it installed when it calls
+    from jobq.core.tokens import TokenInfo
 
 
 def _now() -> datetime:
@@ -278,3 +281,31 @@ def schedule_details(s: Schedule, now: datetime | None = None) -> RenderableType
     if s.last_job_id is not None:
         rows.append(("last job", s.last_job_id))
     return _fields(rows)
+
+
+def topics_table(topics: list[Topic], width: int = 80) -> Table:
+    """topic, queue, type override, subscribed (age): within ``width`` columns, like the
+    other listings; only the free-text names are shortened."""
+    rows = [[t.name, s.queue, s.type or "", age(s.created_at)] for t in topics for s in t.subscriptions]
+    return fitted_table(
+        ["topic", "queue", "type override", "subscribed"],
+        rows,
+        width,
+        shrink={"topic": 8, "queue": 8, "type override": 10},
+        right=frozenset({"subscribed"}),
+    )
+
+
+def short_time(value: datetime | None) -> str:
+    """``2026-01-15 09:30`` in UTC, for a listing's times read whole; empty when unknown."""
+    return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def tokens_table(found: list[TokenInfo], width: int = 80) -> Table:
+    """id, name, role, queues, created, revoked: the plain 80-column table of the other
+    listings. Ids and times are copied and read whole: only the free-text name and queue
+    pattern are shortened (with an ellipsis); ``--json`` has them whole."""
+    rows = [[i.id, i.name or "", i.role.value, i.queues, short_time(i.created_at), short_time(i.revoked_at)]
+            for i in found]
+    return fitted_table(["id", "name", "role", "queues", "created (UTC)", "revoked (UTC)"], rows,
+                        width, shrink={"name": 6, "queues": 6})

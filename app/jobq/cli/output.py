@@ -1,0 +1,51 @@
+"""What every command writes: ``--json`` for scripts, rich for people, and a mistake as one
+line on stderr (a JSON object with ``--json``) with its exit code."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+AsJson = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
+
+console = Console()
+
+
+def plain(value: Any) -> Any:
+    """An SDK value (dataclasses, enums, datetimes) as the JSON the service sent."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        extra = out.pop("extra", None) or {}
+        return {**out, **extra}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(plain(value), indent=2, default=str) + "\n")
+
+
+def fail(message: str, code: int = 1, *, as_json: bool = False, fields: dict[str, Any] | None = None) -> NoReturn:
+    """One line on stderr, then exit ``code``: ``jobq: message``, or with ``--json``
+    (``as_json``) a JSON object (``{"error": message, ...fields}``) so that a script never
+    parses prose. Exit 2 is for what the command line itself refuses, 1 for the rest."""
+    if as_json:
+        sys.stderr.write(json.dumps({"error": message, **(fields or {})}, default=str) + "\n")
+    else:
+        # Plain, unwrapped: rich would wrap it at 80 columns when stderr is not a terminal.
+        typer.secho(f"jobq: {message}", fg="red", err=True)
+    raise typer.Exit(code)

@@ -1,0 +1,77 @@
+"""``jobq queues``: alone it lists queues with their counts and lag; ``set`` changes a
+queue's settings."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from jobq.cli.help_format import CommandGroup
+from jobq.cli.output import AsJson, console, print_json
+from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_options
+from jobq.cli.views import queue_details, queues_table
+
+app = CommandGroup(help="Queues: counts, lag and settings.", invoke_without_command=True)
+
+
+@app.callback()
+def queues_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
+                as_json: AsJson = False) -> None:
+    """List queues with their counts and lag."""
+    refuse_group_options(ctx)
+    if ctx.invoked_subcommand is not None:
+        return
+    with connect(ctx) as c:
+        found = c.queues()
+    if as_json:
+        print_json({"queues": found})
+        return
+    console.print(queues_table(found, console.width))
+
+
+@app.command("set")
+def queues_set(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="the queue (created if it does not exist)")],
+    max_depth: Annotated[int | None, typer.Option(
+        min=0, help="waiting jobs allowed; more are refused with queue_full")] = None,
+    paused: Annotated[bool | None, typer.Option(
+        "--paused/--resumed", help="stop or restart handing out its jobs")] = None,
+    lease_ms: Annotated[int | None, typer.Option(min=100, help="lease length given to workers")] = None,
+    max_attempts: Annotated[int | None, typer.Option(min=1, help="attempts before a job is dead")] = None,
+    backoff_base_ms: Annotated[int | None, typer.Option(min=0, help="first retry delay")] = None,
+    backoff_max_ms: Annotated[int | None, typer.Option(min=0, help="longest retry delay")] = None,
+    max_lease_expiries: Annotated[int | None, typer.Option(
+        min=1, help="expired leases before a job is dead (a poison pill)")] = None,
+    aging_ms: Annotated[int | None, typer.Option(
+        min=1, help="waiting this long raises a job one priority level")] = None,
+    max_running: Annotated[int | None, typer.Option(
+        min=0, help="jobs running at once across all workers")] = None,
+    retention_ms: Annotated[int | None, typer.Option(
+        min=0, help="keep completed and cancelled jobs this long")] = None,
+    dead_retention_ms: Annotated[int | None, typer.Option(
+        min=0, help="keep dead jobs this long")] = None,
+    clear: Annotated[list[str] | None, typer.Option(
+        help="set a nullable setting to null (no limit): max_depth, aging_ms, max_running")
+    ] = None,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Change a queue's settings (only those given) and show them all."""
+    given = {k: v for k, v in {
+        "max_depth": max_depth, "paused": paused, "lease_ms": lease_ms,
+        "max_attempts": max_attempts, "backoff_base_ms": backoff_base_ms,
+        "backoff_max_ms": backoff_max_ms, "max_lease_expiries": max_lease_expiries,
+        "aging_ms": aging_ms, "max_running": max_running, "retention_ms": retention_ms,
+        "dead_retention_ms": dead_retention_ms,
+    }.items() if v is not None}
+    for name_ in clear or []:
+        given[name_] = None
+    with connect(ctx) as c:
+        q = c.update_queue(name, extra=given)
+    if as_json:
+        print_json(q)
+    else:
+        console.print(queue_details(q))

@@ -1,0 +1,97 @@
+"""``jobq schedules``: recurring jobs on cron schedules (admin only); alone it lists them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from jobq.cli.help_format import CommandGroup
+from jobq.cli.output import AsJson, console, print_json
+from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, json_object, refuse_group_options
+from jobq.cli.views import schedule_details, schedules_table
+
+app = CommandGroup(help="Recurring jobs: cron schedules (admin only).", invoke_without_command=True)
+
+Name = Annotated[str, typer.Argument(help="the schedule's name")]
+
+
+def show_schedule(s: Any, as_json: bool) -> None:
+    print_json(s) if as_json else console.print(schedule_details(s))
+
+
+@app.callback()
+def schedules_default(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
+                      as_json: AsJson = False) -> None:
+    """List schedules (the same as `jobq schedules list`)."""
+    refuse_group_options(ctx)
+    if ctx.invoked_subcommand is None:
+        schedules_list(ctx, url, token, as_json)
+
+
+@app.command("list")
+def schedules_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
+                   as_json: AsJson = False) -> None:
+    """List every schedule with its next and last fire."""
+    with connect(ctx) as c:
+        found = c.list_schedules()
+    print_json({"schedules": found}) if as_json else console.print(schedules_table(found, console.width))
+
+
+@app.command("get")
+def schedules_get(ctx: typer.Context, name: Name, url: Url = DEFAULT_URL, token: Token = None,
+                  as_json: AsJson = False) -> None:
+    """Show one schedule."""
+    with connect(ctx) as c:
+        show_schedule(c.get_schedule(name), as_json)
+
+
+@app.command("set")
+def schedules_set(
+    ctx: typer.Context,
+    name: Name,
+    cron: Annotated[str, typer.Option(help="5 fields, or 6 with seconds first; @hourly, @daily...")],
+    type: Annotated[str, typer.Option(help="the type of the job each fire enqueues")],  # noqa: A002
+    payload: Annotated[str, typer.Option(help="JSON object")] = "{}",
+    queue: Annotated[str | None, typer.Option()] = None,
+    priority: Annotated[int | None, typer.Option()] = None,
+    max_attempts: Annotated[int | None, typer.Option(min=1)] = None,
+    timezone: Annotated[str | None, typer.Option(help="IANA name; default UTC")] = None,
+    misfire: Annotated[str | None, typer.Option(help="skip or run_once (default)")] = None,
+    enabled: Annotated[bool, typer.Option("--enabled/--disabled")] = True,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Create or replace a schedule (PUT: what is not given takes its default)."""
+    body = json_object(ctx, payload)
+    with connect(ctx) as c:
+        s = c.put_schedule(name, cron=cron, type=type, payload=body, queue=queue,
+                           priority=priority, max_attempts=max_attempts, timezone=timezone,
+                           misfire=misfire, enabled=enabled)
+    show_schedule(s, as_json)
+
+
+@app.command("enable")
+def schedules_enable(ctx: typer.Context, name: Name, url: Url = DEFAULT_URL, token: Token = None,
+                     as_json: AsJson = False) -> None:
+    """Fire again, from the next fire time after now."""
+    with connect(ctx) as c:
+        show_schedule(c.update_schedule(name, enabled=True), as_json)
+
+
+@app.command("disable")
+def schedules_disable(ctx: typer.Context, name: Name, url: Url = DEFAULT_URL, token: Token = None,
+                      as_json: AsJson = False) -> None:
+    """Stop firing; the schedule stays."""
+    with connect(ctx) as c:
+        show_schedule(c.update_schedule(name, enabled=False), as_json)
+
+
+@app.command("delete")
+def schedules_delete(ctx: typer.Context, name: Name, url: Url = DEFAULT_URL, token: Token = None,
+                     as_json: AsJson = False) -> None:
+    """Delete a schedule; the jobs it enqueued stay."""
+    with connect(ctx) as c:
+        c.delete_schedule(name)
+    print_json({"deleted": name}) if as_json else console.print(f"deleted {name}")
