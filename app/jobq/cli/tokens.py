@@ -16,8 +16,6 @@ for a bad argument (nothing is written), 1 for an unknown id or an unreachable d
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from datetime import datetime
@@ -26,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from jobq.cli.help_format import CommandGroup, print_help_and_exit
-from jobq.cli.output import AsJson, console, fail
+from jobq.cli.output import AsJson, console, fail, print_json
 from jobq.cli.server_setup import database, load_settings, need_server
 from jobq.cli.views import tokens_table
 
@@ -60,10 +58,6 @@ def _when(value: datetime | None) -> str | None:
 def _public(info: TokenInfo) -> dict[str, Any]:
     """A token as ``GET /v1/tokens`` lists it, its times as that JSON writes them."""
     return info.public() | {"created_at": _when(info.created_at), "revoked_at": _when(info.revoked_at)}
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2) + "\n")
 
 
 def _on_database(action: Callable[[Database], Awaitable[T]], as_json: bool) -> T:
@@ -129,7 +123,7 @@ def create(
 
     info, token = _on_database(lambda db: core.create(db, Role(role), pattern.text, name), as_json)
     if as_json:
-        _print_json(_public(info) | {"token": token})
+        print_json(_public(info) | {"token": token})
         return
     label = f" {info.name!r}" if info.name else ""
     typer.echo(f"jobq: created {info.role.value} token {info.id}{label} for queues "
@@ -145,7 +139,7 @@ def list_(as_json: AsJson = False) -> None:
 
     found = _on_database(core.list_all, as_json)
     if as_json:
-        _print_json({"tokens": [_public(i) for i in found]})
+        print_json({"tokens": [_public(i) for i in found]})
         return
     console.print(tokens_table(found, console.width))
 
@@ -161,6 +155,6 @@ def revoke(
 
     info = _on_database(lambda db: core.revoke(db, token_id), as_json)
     if as_json:
-        _print_json(_public(info))
+        print_json(_public(info))
     else:
         typer.echo(f"revoked token {info.id} at {_when(info.revoked_at)}")
