@@ -17,7 +17,7 @@ env var, default, range, required) is the parameter's own ``get_help_record``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -114,7 +114,7 @@ class CommandGroup(typer.Typer):
         return super().command(name, cls=cls or PlainHelpCommand, **kwargs)
 
 
-def print_help_and_exit(ctx: typer.Context) -> None:
+def print_help_and_exit(ctx: typer.Context) -> NoReturn:
     """What a group does when given no subcommand and it has no listing of its own: its help
     on stdout, exit 2 (as click's ``no_args_is_help``, without its private exception)."""
     typer.echo(ctx.get_help())
