@@ -67,7 +67,7 @@ class AsyncClient:
         sent = b.make_headers(b.resolve_token(token), headers)
         # None only when a proxy is configured in the environment: then httpx's own
         # transport, reached through the httpx client, which knows the proxy rules.
-        self._transport = transport if transport is not None else default_async_transport()
+        self._transport = transport if transport is not None else default_async_transport(url)
         self._wire = b.Wire(url, sent, self._timeout)
         self._http = httpx.AsyncClient(
             base_url=url, headers=sent, timeout=self._timeout, transport=self._transport
