@@ -1,4 +1,9 @@
-"""``AsyncClient``: ``Client`` for asyncio, call for call (keep the two in step)."""
+"""``AsyncClient``: the asyncio SDK, and the source of the blocking one.
+
+``_client.py`` (``Client``) is generated from this file by ``_unasync.py``: change the calls
+here, then run ``python -m jobq.client._unasync``. A comment line starting ``# async only:``
+is left out of the blocking client.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from jobq.client._transport import default_async_transport
 
 
 class AsyncClient:
-    """An asyncio client for one jobq service; see ``Client`` for the calls.
+    """An asyncio client for one jobq service.
 
     ``retry_overload`` (seconds or timedelta) lets a call wait out ``429 queue_full`` and
     ``503 unavailable`` by sleeping for the ``Retry-After`` the service sends, for at most
@@ -174,8 +179,8 @@ class AsyncClient:
     async def get(self, job_id: str) -> Job:
         return Job.from_json(await self._request("GET", b.path("jobs", job_id)))
 
-    # `timeout` mirrors Client.wait: a plain number is what producers reach for, and
-    # asyncio.timeout() around the call works as well.
+    # async only: `timeout` is a plain number, as in Client.wait: it is what producers reach
+    # async only: for, and asyncio.timeout() around the call works as well.
     async def wait(self, job_id: str, timeout: Duration) -> Job:  # noqa: ASYNC109
         """Poll until the job finishes. Returns it when ``completed`` (its ``result`` is the
         handler's return value); raises ``JobFailed`` when it ends ``dead`` or ``cancelled``
