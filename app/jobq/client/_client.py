@@ -41,11 +41,13 @@ class Client:
     sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
     (``token=""`` sends none). ``transport`` replaces the network transport
     (``httpx.MockTransport`` in tests); by default ``http://`` URLs go through the SDK's
-    own keep-alive transport (``jobq.client._transport``: a third of httpx's CPU per
-    request) and ``https://``, or any URL when a proxy is set in the environment, through
-    httpx's. ``url`` must be an absolute ``http://`` or ``https://`` URL (else
-    ``ValueError``); a ``TransportError`` names it and ``url_source``, what chose it
-    (the CLI passes ``"--url"`` or ``"JOBQ_URL"``).
+    own keep-alive transport (``jobq.client._transport``: a third to two thirds of httpx's
+    CPU per request), and ``https://`` URLs, or ``http://`` ones when ``HTTP_PROXY`` or
+    ``ALL_PROXY`` is set, through httpx's, which honours ``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``ALL_PROXY`` and ``NO_PROXY`` from the environment as httpx does. ``url`` must be an
+    absolute ``http://`` or ``https://`` URL (else ``ValueError``); a ``TransportError``
+    names it and ``url_source``, what chose it (the CLI passes ``"--url"`` or
+    ``"JOBQ_URL"``).
     """
 
     def __init__(
@@ -66,8 +68,8 @@ class Client:
         self._timeout = b.make_timeout(timeout)
         self._retry_budget = b.seconds(retry_overload) if retry_overload is not None else 0.0
         sent = b.make_headers(b.resolve_token(token), headers)
-        # None only when a proxy is configured in the environment: then httpx's own
-        # transport, reached through the httpx client, which knows the proxy rules.
+        # None for https:// or a proxied URL: then httpx's own transport, reached through
+        # the httpx client, which does TLS and knows the proxy rules (lean_fits).
         self._transport = transport if transport is not None else default_transport(url)
         self._wire = b.Wire(url, sent, self._timeout)
         self._http = httpx.Client(
