@@ -41,8 +41,8 @@ class Client:
     sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
     (``token=""`` sends none). ``transport`` replaces the network transport
     (``httpx.MockTransport`` in tests); by default ``http://`` URLs go through the SDK's
-    own keep-alive transport (``jobq.client._transport``: a third to two thirds of httpx's
-    CPU per request), and ``https://`` URLs, or ``http://`` ones when ``HTTP_PROXY`` or
+    own keep-alive transport (``jobq.client._transport``: less CPU per request than httpx's,
+    figures there), and ``https://`` URLs, or ``http://`` ones when ``HTTP_PROXY`` or
     ``ALL_PROXY`` is set, through httpx's, which honours ``HTTPS_PROXY``, ``HTTP_PROXY``,
     ``ALL_PROXY`` and ``NO_PROXY`` from the environment as httpx does. ``url`` must be an
     absolute ``http://`` or ``https://`` URL (else ``ValueError``); a ``TransportError``

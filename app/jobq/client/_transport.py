@@ -20,21 +20,22 @@ httpx.AsyncClient + this   1.41      0.40          1.31
 
 (That table is of the first version, which parsed answers itself.) It now parses with h11,
 the parser httpx itself uses, so that no HTTP framing rule is ours to get wrong (the
-hand-made one read a chunk size ``0x1f`` as 31). h11 costs about 0.1 ms of CPU a request;
-what remains of the gain, ``Client.get`` / ``AsyncClient.get`` in a loop against one
-``jobq serve`` on loopback, 3 interleaved rounds of 2,000 calls, CPU per call (the machine
-was loaded: load average 8-10 on 2 cores):
+hand-made one read a chunk size ``0x1f`` as 31). h11 costs about 0.1 ms of CPU a request
+(its state machine and header checks); what remains of the gain: sequential calls against
+one ``jobq serve`` on loopback, 3 interleaved rounds of 1,500 calls each, median CPU per
+call in ms (the machine was shared and loaded, load average 6-7 on 2 cores, so calls per
+second varied two-fold between rounds and CPU is the figure to read):
 
-==========================  =============  ==============
-transport                   Client (ms)    AsyncClient (ms)
-==========================  =============  ==============
-hand-made parser (before)   0.17-0.21      0.22-0.23
-h11 (this)                  0.27-0.28      0.32-0.35
-httpx's own transport       0.37-0.39      0.83-1.02
-==========================  =============  ==============
+===========================  ==========  ==========  ==============  ==============
+transport                    Client.get  AsyncC.get  Client.enqueue  AsyncC.enqueue
+===========================  ==========  ==========  ==============  ==============
+hand-made parser (before)    0.18        0.24        0.29            0.34
+h11 (this)                   0.31        0.35        0.37            0.44
+httpx's own transport        0.40        0.90        0.59            1.31
+===========================  ==========  ==========  ==============  ==============
 
-so this transport stays: it spends two thirds of httpx's CPU in a blocking client and a
-third in an async one.
+so this transport stays: on h11 it spends 60-80% of httpx's CPU in a blocking client and
+a third to a half in an async one.
 
 httpx-aiohttp saves little because httpx's client layer stays; aiohttp alone is lean but
 would be a second HTTP stack (and a C extension) in a base install that is meant to stay
