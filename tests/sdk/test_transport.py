@@ -381,9 +381,14 @@ def test_https_goes_through_the_https_proxy(monkeypatch: pytest.MonkeyPatch) -> 
             client.get("1")
         with pytest.raises(jobq.TransportError):
             asyncio.run(async_get())
+        assert connects == [f"CONNECT {service} HTTP/1.1".encode()] * 2
+        # NO_PROXY names the host: straight to it (nothing listens: refused), as httpx does.
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        with pytest.raises(jobq.TransportError, match="ConnectError"), jobq.Client(f"https://{service}") as client:
+            client.get("1")
+        assert len(connects) == 2
     finally:
         proxy.close()
-    assert connects == [f"CONNECT {service} HTTP/1.1".encode()] * 2
 
 
 def test_keep_alive_holds_with_more_than_1024_files_open(

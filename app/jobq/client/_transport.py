@@ -258,8 +258,8 @@ class LeanTransport(httpx.BaseTransport):
 
     Other schemes go to a plain ``httpx.HTTPTransport`` (created on first use, reading no
     proxy from the environment: the clients send those URLs through ``httpx.Client``
-    instead, see ``lean_fits``). Thread-safe: each
-    request takes its own connection out of the idle pool.
+    instead, see ``lean_fits``). Thread-safe: each request takes its own connection out of
+    the idle pool.
     """
 
     def __init__(self, *, max_idle: int = MAX_IDLE) -> None:
@@ -354,14 +354,18 @@ class LeanTransport(httpx.BaseTransport):
                 if reused and not got_any:
                     raise _Stale from exc
                 raise httpx.ReadError(f"read: {exc}", request=request) from exc
-            if not chunk and reused and not got_any:
+            if chunk:
+                got_any = True
+            elif reused and not got_any:
                 raise _Stale
-            got_any = True
             try:
                 if answer.feed(chunk):
                     return answer
             except httpx.RemoteProtocolError as exc:
                 raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+            if not chunk:  # h11 ends or refuses an answer at EOF; never wait past one
+                raise httpx.RemoteProtocolError(
+                    "server closed the connection before the answer ended", request=request)
 
     def close(self) -> None:
         with self._lock:
