@@ -5,6 +5,7 @@ These do not exercise the server; they pin what the SDK sends and how it reads a
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
 import json
 from collections.abc import Callable
@@ -78,6 +79,17 @@ def client(rec: Recorder, **kwargs: Any) -> Client:
 
 def ok(body: Any, status: int = 200) -> httpx.Response:
     return httpx.Response(status, json=body)
+
+
+def test_the_user_agent_names_the_installed_version() -> None:
+    import jobq as package
+
+    rec = Recorder(ok(job_json()))
+    with client(rec) as c:
+        c.get("17")
+    # One version, pyproject.toml's, read from the installed metadata as jobq.__version__ is.
+    assert rec.last.headers["user-agent"] == f"jobq-python/{package.__version__}"
+    assert package.__version__ == importlib.metadata.version("jobq")
 
 
 # Producers

@@ -4,6 +4,8 @@ a connection the server closed, framings of the answer, timeouts and errors."""
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -255,17 +257,24 @@ def test_many_concurrent_requests_wait_for_a_connection(
     assert server.connections <= 4
 
 
-def test_the_clients_use_it_unless_a_proxy_or_a_transport_is_set(
+def test_the_clients_use_it_unless_a_proxy_tls_or_a_transport_is_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     mock = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
-    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    assert isinstance(jobq.Client("http://jobq.test")._http._transport, LeanTransport)
-    assert isinstance(jobq.AsyncClient("http://jobq.test")._http._transport, LeanAsyncTransport)
-    assert jobq.Client("http://jobq.test", transport=mock)._http._transport is mock
+        monkeypatch.delenv(name.lower(), raising=False)
+    assert isinstance(jobq.Client("http://jobq.test")._transport, LeanTransport)
+    assert isinstance(jobq.AsyncClient("http://jobq.test")._transport, LeanAsyncTransport)
+    assert jobq.Client("http://jobq.test", transport=mock)._transport is mock
+    # None: httpx.Client's own transport, which reads the proxy settings and does TLS.
+    assert jobq.Client("https://jobq.test")._transport is None
+    assert jobq.AsyncClient("https://jobq.test")._transport is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.test:3128")  # not for http:// URLs
+    assert isinstance(jobq.Client("http://jobq.test")._transport, LeanTransport)
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
-    assert not isinstance(jobq.Client("http://jobq.test")._http._transport, LeanTransport)
+    assert jobq.Client("http://jobq.test")._transport is None
+    assert jobq.AsyncClient("http://jobq.test")._transport is None
 
 
 def test_an_async_client_outlives_its_event_loop(serve: Callable[[Script], ScriptedServer]) -> None:
@@ -314,3 +323,108 @@ def test_the_async_transport_runs_under_uvloop(serve: Callable[[Script], Scripte
         answers = runner.run(get_async(server, 3))
     assert [a.json() for a in answers] == [{"ok": True}] * 3
     assert server.connections == 1
+
+
+def test_answers_h11_refuses_are_protocol_errors(serve: Callable[[Script], ScriptedServer]) -> None:
+    # int(size, 16) read "0x1f" as 31 and "1_0" as 16; HTTP's chunk size is hex digits only.
+    def odd_chunk_size(conn: socket.socket, head: bytes, body: bytes, served: int) -> bool:
+        size = (b"0x1f", b"1_0")[served % 2]
+        data = b"x" * int(size, 16)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + size + b"\r\n" + data + b"\r\n0\r\n\r\n")
+        return False
+
+    server = serve(odd_chunk_size)
+    for _ in range(2):
+        with pytest.raises(httpx.RemoteProtocolError):
+            get_sync(server, 1)
+        with pytest.raises(httpx.RemoteProtocolError):
+            asyncio.run(get_async(server, 1))
+
+
+def test_https_goes_through_the_https_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A plain-TCP proxy on loopback that records each CONNECT and refuses it: enough to see
+    # where the SDK sent an https request (it must not go straight to the service).
+    connects: list[bytes] = []
+    proxy = socket.create_server(("127.0.0.1", 0))
+
+    def serve_proxy() -> None:
+        while True:
+            try:
+                conn, _ = proxy.accept()
+            except OSError:
+                return
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    head += chunk
+                connects.append(head.split(b"\r\n", 1)[0])
+                conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    threading.Thread(target=serve_proxy, daemon=True).start()
+    with socket.create_server(("127.0.0.1", 0)) as unused:  # nothing listens there
+        service = f"127.0.0.1:{unused.getsockname()[1]}"
+    for name in ("HTTP_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{proxy.getsockname()[1]}")
+
+    async def async_get() -> None:
+        async with jobq.AsyncClient(f"https://{service}") as client:
+            await client.get("1")
+
+    try:
+        with pytest.raises(jobq.TransportError), jobq.Client(f"https://{service}") as client:
+            client.get("1")
+        with pytest.raises(jobq.TransportError):
+            asyncio.run(async_get())
+        assert connects == [f"CONNECT {service} HTTP/1.1".encode()] * 2
+        # NO_PROXY names the host: straight to it (nothing listens: refused), as httpx does.
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        with pytest.raises(jobq.TransportError, match="ConnectError"), jobq.Client(f"https://{service}") as client:
+            client.get("1")
+        assert len(connects) == 2
+    finally:
+        proxy.close()
+
+
+def test_keep_alive_holds_with_more_than_1024_files_open(
+    serve: Callable[[Script], ScriptedServer],
+) -> None:
+    # select.select() refuses a descriptor >= 1024: the idle check failed, and every
+    # connection was dropped after one request in any process with that many files open.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = 1400
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
+    files: list[int] = []
+    try:
+        files = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+        server = serve(answer_json)
+        assert len(get_sync(server, 5)) == 5
+        assert server.connections == 1
+        assert len(asyncio.run(get_async(server, 5))) == 5
+        assert server.connections == 2
+    finally:
+        for fd in files:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_read_timeout_is_per_read_in_both_halves(serve: Callable[[Script], ScriptedServer]) -> None:
+    # As in httpx: a slow but steady answer is not cut off; only a silence of `read` is.
+    # The answer takes 8 x 0.1 s in all against a 0.5 s read timeout.
+    def slowly(conn: socket.socket, head: bytes, body: bytes, served: int) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n")
+        for _ in range(8):
+            threading.Event().wait(0.1)
+            conn.sendall(b"x")
+        return True
+
+    server = serve(slowly)
+    timeout = httpx.Timeout(5, read=0.5)
+    assert [a.content for a in get_sync(server, 1, timeout=timeout)] == [b"x" * 8]
+    assert [a.content for a in asyncio.run(get_async(server, 1, timeout=timeout))] == [b"x" * 8]

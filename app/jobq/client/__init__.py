@@ -8,8 +8,8 @@
         print(done.result)
 
 ``AsyncClient`` offers the same calls for asyncio. Errors form one tree under
-``JobqError`` (drawn in ``jobq.client._exceptions``). Only httpx and the standard library
-are imported, so the SDK can be installed next to any application.
+``JobqError`` (drawn in ``jobq.client._exceptions``). Only httpx (with h11, which httpx
+brings) and the standard library are imported, so the SDK can be installed next to any application.
 """
 
 from jobq.client._async_client import AsyncClient

@@ -1,4 +1,9 @@
-"""``AsyncClient``: ``Client`` for asyncio, call for call (keep the two in step)."""
+"""``AsyncClient``: the asyncio SDK, and the source of the blocking one.
+
+``_client.py`` (``Client``) is generated from this file by ``_unasync.py``: change the calls
+here, then run ``python -m jobq.client._unasync``. A comment line starting ``# async only:``
+is left out of the blocking client.
+"""
 
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from jobq.client._transport import default_async_transport
 
 
 class AsyncClient:
-    """An asyncio client for one jobq service; see ``Client`` for the calls.
+    """An asyncio client for one jobq service.
 
     ``retry_overload`` (seconds or timedelta) lets a call wait out ``429 queue_full`` and
     ``503 unavailable`` by sleeping for the ``Retry-After`` the service sends, for at most
@@ -40,11 +45,13 @@ class AsyncClient:
     sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
     (``token=""`` sends none). ``transport`` replaces the network transport
     (``httpx.MockTransport`` in tests); by default ``http://`` URLs go through the SDK's
-    own keep-alive transport (``jobq.client._transport``: a third of httpx's CPU per
-    request) and ``https://``, or any URL when a proxy is set in the environment, through
-    httpx's. ``url`` must be an absolute ``http://`` or ``https://`` URL (else
-    ``ValueError``); a ``TransportError`` names it and ``url_source``, what chose it
-    (the CLI passes ``"--url"`` or ``"JOBQ_URL"``).
+    own keep-alive transport (``jobq.client._transport``: less CPU per request than httpx's,
+    figures there), and ``https://`` URLs, or ``http://`` ones when ``HTTP_PROXY`` or
+    ``ALL_PROXY`` is set, through httpx's, which honours ``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``ALL_PROXY`` and ``NO_PROXY`` from the environment as httpx does. ``url`` must be an
+    absolute ``http://`` or ``https://`` URL (else ``ValueError``); a ``TransportError``
+    names it and ``url_source``, what chose it (the CLI passes ``"--url"`` or
+    ``"JOBQ_URL"``).
     """
 
     def __init__(
@@ -65,9 +72,9 @@ class AsyncClient:
         self._timeout = b.make_timeout(timeout)
         self._retry_budget = b.seconds(retry_overload) if retry_overload is not None else 0.0
         sent = b.make_headers(b.resolve_token(token), headers)
-        # None only when a proxy is configured in the environment: then httpx's own
-        # transport, reached through the httpx client, which knows the proxy rules.
-        self._transport = transport if transport is not None else default_async_transport()
+        # None for https:// or a proxied URL: then httpx's own transport, reached through
+        # the httpx client, which does TLS and knows the proxy rules (lean_fits).
+        self._transport = transport if transport is not None else default_async_transport(url)
         self._wire = b.Wire(url, sent, self._timeout)
         self._http = httpx.AsyncClient(
             base_url=url, headers=sent, timeout=self._timeout, transport=self._transport
@@ -174,8 +181,8 @@ class AsyncClient:
     async def get(self, job_id: str) -> Job:
         return Job.from_json(await self._request("GET", b.path("jobs", job_id)))
 
-    # `timeout` mirrors Client.wait: a plain number is what producers reach for, and
-    # asyncio.timeout() around the call works as well.
+    # async only: `timeout` is a plain number, as in Client.wait: it is what producers reach
+    # async only: for, and asyncio.timeout() around the call works as well.
     async def wait(self, job_id: str, timeout: Duration) -> Job:  # noqa: ASYNC109
         """Poll until the job finishes. Returns it when ``completed`` (its ``result`` is the
         handler's return value); raises ``JobFailed`` when it ends ``dead`` or ``cancelled``

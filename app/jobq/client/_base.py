@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import Enum
+from importlib import metadata
 from typing import Any, Final
 from urllib.parse import quote
 
@@ -20,7 +21,17 @@ import httpx
 from jobq.client._exceptions import APIError, RetryableError, TransportError, error_class
 from jobq.client._models import NewJob
 
-USER_AGENT: Final = "jobq-python/0.1"
+
+def _version() -> str:
+    # pyproject.toml holds the one version; the installed metadata carries it (as for
+    # jobq.__version__, which cannot be imported here: jobq's __init__ imports this package).
+    try:
+        return metadata.version("jobq")
+    except metadata.PackageNotFoundError:  # imported from a tree that was never installed
+        return "0+unknown"
+
+
+USER_AGENT: Final = f"jobq-python/{_version()}"
 # Where the clients, the worker and the CLI find the access token when none is passed.
 TOKEN_ENV: Final = "JOBQ_TOKEN"
 DEFAULT_TIMEOUT: Final = 30.0

@@ -1,4 +1,6 @@
-"""``Client``: the blocking SDK. ``AsyncClient`` mirrors it call for call."""
+# Generated from _async_client.py by _unasync.py: do not edit. Change the async client
+# and run `python -m jobq.client._unasync` (tests/sdk/test_unasync.py checks this file).
+"""``Client``: the blocking SDK, call for call the ``AsyncClient`` it is generated from."""
 
 from __future__ import annotations
 
@@ -39,11 +41,13 @@ class Client:
     sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
     (``token=""`` sends none). ``transport`` replaces the network transport
     (``httpx.MockTransport`` in tests); by default ``http://`` URLs go through the SDK's
-    own keep-alive transport (``jobq.client._transport``: a third of httpx's CPU per
-    request) and ``https://``, or any URL when a proxy is set in the environment, through
-    httpx's. ``url`` must be an absolute ``http://`` or ``https://`` URL (else
-    ``ValueError``); a ``TransportError`` names it and ``url_source``, what chose it
-    (the CLI passes ``"--url"`` or ``"JOBQ_URL"``).
+    own keep-alive transport (``jobq.client._transport``: less CPU per request than httpx's,
+    figures there), and ``https://`` URLs, or ``http://`` ones when ``HTTP_PROXY`` or
+    ``ALL_PROXY`` is set, through httpx's, which honours ``HTTPS_PROXY``, ``HTTP_PROXY``,
+    ``ALL_PROXY`` and ``NO_PROXY`` from the environment as httpx does. ``url`` must be an
+    absolute ``http://`` or ``https://`` URL (else ``ValueError``); a ``TransportError``
+    names it and ``url_source``, what chose it (the CLI passes ``"--url"`` or
+    ``"JOBQ_URL"``).
     """
 
     def __init__(
@@ -64,9 +68,9 @@ class Client:
         self._timeout = b.make_timeout(timeout)
         self._retry_budget = b.seconds(retry_overload) if retry_overload is not None else 0.0
         sent = b.make_headers(b.resolve_token(token), headers)
-        # None only when a proxy is configured in the environment: then httpx's own
-        # transport, reached through the httpx client, which knows the proxy rules.
-        self._transport = transport if transport is not None else default_transport()
+        # None for https:// or a proxied URL: then httpx's own transport, reached through
+        # the httpx client, which does TLS and knows the proxy rules (lean_fits).
+        self._transport = transport if transport is not None else default_transport(url)
         self._wire = b.Wire(url, sent, self._timeout)
         self._http = httpx.Client(
             base_url=url, headers=sent, timeout=self._timeout, transport=self._transport
@@ -240,17 +244,20 @@ class Client:
     ) -> int:
         """Send matching dead jobs back to ``pending``; returns how many."""
         body = b.dead_filter(queue, type, limit)
-        return int(self._request("POST", b.path("dead", "replay"), body=body)["replayed"])
+        data = self._request("POST", b.path("dead", "replay"), body=body)
+        return int(data["replayed"])
 
     def purge_dead(
         self, *, queue: str | None = None, type: str | None = None, limit: int | None = None
     ) -> int:
         """Delete matching dead jobs; returns how many."""
         params = b.dead_filter(queue, type, limit)
-        return int(self._request("DELETE", b.path("dead"), params=params)["purged"])
+        data = self._request("DELETE", b.path("dead"), params=params)
+        return int(data["purged"])
 
     def queues(self) -> list[Queue]:
-        return [Queue.from_json(q) for q in self._request("GET", b.path("queues"))["queues"]]
+        data = self._request("GET", b.path("queues"))
+        return [Queue.from_json(q) for q in data["queues"]]
 
     def queue(self, name: str) -> Queue:
         return Queue.from_json(self._request("GET", b.path("queues", name)))
@@ -383,13 +390,17 @@ class Client:
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
         )
-        data = self._request("POST", b.path("topics", topic, "publish"), body=b.publish_body(job))
+        data = self._request(
+            "POST", b.path("topics", topic, "publish"), body=b.publish_body(job)
+        )
         return [Job.from_json(j) for j in data["jobs"]]
 
     def subscribe(self, topic: str, queue: str, type: str | None = None) -> Subscription:
         """Subscribe ``queue`` to ``topic`` (or replace its ``type`` override)."""
         body = {"type": type} if type is not None else {}
-        data = self._request("PUT", b.path("topics", topic, "subscriptions", queue), body=body)
+        data = self._request(
+            "PUT", b.path("topics", topic, "subscriptions", queue), body=body
+        )
         return Subscription.from_json(data, topic)
 
     def unsubscribe(self, topic: str, queue: str) -> None:
@@ -441,10 +452,13 @@ class Client:
 
     def ack(self, lease_id: str, result: Any = None) -> Job:
         """Complete the job with ``result`` (any JSON). Raises ``LeaseLost`` if it is gone."""
-        data = self._request("POST", b.path("leases", lease_id, "ack"), body={"result": result})
+        url = b.path("leases", lease_id, "ack")
+        data = self._request("POST", url, body={"result": result})
         return Job.from_json(data)
 
-    def ack_many(self, acks: Iterable[tuple[str, Any]] | Mapping[str, Any]) -> list[AckResult]:
+    def ack_many(
+        self, acks: Iterable[tuple[str, Any]] | Mapping[str, Any]
+    ) -> list[AckResult]:
         """Ack many leases at once (``{lease_id: result}`` or pairs); a lost lease does not
         fail the others, so check each ``AckResult.ok``."""
         data = self._request("POST", b.path("leases", "ack"), body=b.ack_many_body(acks))
@@ -461,4 +475,5 @@ class Client:
         """Report a failed attempt. ``retry=False`` sends the job dead; ``retry_in_ms``
         overrides the queue's backoff."""
         body = b.fail_body(error, retry, retry_in_ms)
-        return Job.from_json(self._request("POST", b.path("leases", lease_id, "fail"), body=body))
+        data = self._request("POST", b.path("leases", lease_id, "fail"), body=body)
+        return Job.from_json(data)

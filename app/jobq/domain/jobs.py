@@ -7,6 +7,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+# Re-exported (the "as" form): the contract's limits live in jobq.limits, shared with the SDK.
+from jobq.limits import MAX_BATCH as MAX_BATCH
+from jobq.limits import MAX_WAIT_MS as MAX_WAIT_MS
+
 
 class JobStatus(StrEnum):
     """Where a job is in its life. Stored as text in ``jobs.status``."""
@@ -27,8 +31,6 @@ class JobStatus(StrEnum):
 
 DEFAULT_QUEUE = "default"
 
-MAX_BATCH = 1000
-MAX_WAIT_MS = 30_000
 MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 100
 

@@ -57,6 +57,7 @@ from jobq.client import (
     Unauthorized,
 )
 from jobq.client._base import check_url
+from jobq.limits import MAX_BATCH, MAX_WAIT_MS
 from jobq.worker._control import Discard, Retry
 from jobq.worker._threads import DaemonThreadPool
 
@@ -72,8 +73,6 @@ DEFAULT_WAIT_MS: Final = 10_000
 # Jobs claimed ahead of free slots; see Worker's docstring for the trade-off.
 DEFAULT_PREFETCH: Final = 0
 DEFAULT_GRACE_PERIOD_S: Final = 30.0
-MAX_WAIT_MS: Final = 30_000
-MAX_BATCH: Final = 1000
 # Beat at a third of the lease: two beats can fail before the lease runs out.
 HEARTBEAT_FRACTION: Final = 1 / 3
 # Without lease_ms the lease length is read off the first locked_until; this floor keeps a
