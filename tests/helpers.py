@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from tests.waiting import DEFAULT_TIMEOUT_S, aeventually
+
 PROBLEM_FIELDS = ("type", "title", "status", "detail", "code")
 CODES = {"validation_error", "not_found", "lease_lost", "queue_full", "idempotency_conflict",
          "invalid_state", "unauthorized", "forbidden", "payload_too_large", "method_not_allowed",
@@ -117,3 +119,20 @@ async def stored_jobs(c: httpx.AsyncClient, queue: str) -> dict[str, dict[str, A
         cursor = r.json()["next_cursor"]
         if cursor is None:
             return stored
+
+
+async def job_reaches(c: httpx.AsyncClient, job_id: str, status: str, *,
+                      timeout_s: float = DEFAULT_TIMEOUT_S, poll_s: float = 0.02) -> dict[str, Any]:
+    """Wait until GET /v1/jobs/{id} shows ``status`` (as the reaper or a worker moves it
+    there); return the job as then read."""
+    seen: list[str] = []
+
+    async def reached() -> dict[str, Any] | None:
+        r = await c.get(f"/v1/jobs/{job_id}")
+        assert r.status_code == 200, r.text
+        job = dict(r.json())
+        seen.append(job["status"])
+        return job if job["status"] == status else None
+
+    return await aeventually(reached, timeout_s=timeout_s, poll_s=poll_s,
+                             what=lambda: f"job {job_id} {status} (last seen {seen[-1:]})")

@@ -7,7 +7,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
 import httpx
@@ -15,7 +14,8 @@ import pytest
 from fastapi import FastAPI
 
 from jobq.core.reaper import reap_once
-from tests.conftest import make_settings, running_app, wait_for
+from tests.conftest import make_settings, running_app
+from tests.helpers import job_reaches
 from tests.helpers_workers import (
     DrainedServer,
     Stopwatch,
@@ -158,13 +158,9 @@ async def test_attempt_is_incremented_by_every_claim(client: httpx.AsyncClient) 
         assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=0)).status_code == 200
     lease = await claim_one(client, lease_ms=100)  # this one expires
     attempts.append(lease["job"]["attempt"])
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5)
+    await job_reaches(client, job["id"], "pending")
     attempts.append((await claim_one(client))["job"]["attempt"])
     assert attempts == [1, 2, 3, 4, 5]
-
-
-async def _status_is(client: httpx.AsyncClient, job_id: str, status: str) -> bool:
-    return (await get_job(client, job_id))["status"] == status
 
 
 async def test_claim_order_priority_then_visible_at_then_creation(
@@ -421,7 +417,7 @@ async def test_lease_ids_are_never_issued_twice(client: httpx.AsyncClient) -> No
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=0)).status_code == 200
     # Claimed again after an expiry.
     lease = await take(lease_ms=100)
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5)
+    await job_reaches(client, job["id"], "pending")
     # Acked, then retried by an operator: attempt goes back to 0.
     lease = await take()
     assert lease["job"]["attempt"] == 3
@@ -635,7 +631,7 @@ async def test_slow_reaper_still_processes_expiry_within_a_second(database_url: 
         job = await enqueue(c)
         lease = await claim_one(c, lease_ms=100)
         until = ts(lease["locked_until"])
-        await wait_for(lambda: _status_is(c, job["id"], "pending"), timeout_s=5, interval_s=0.02)
+        await job_reaches(c, job["id"], "pending")
         assert now() - until < timedelta(seconds=1 + SLACK_S)
 
 
@@ -932,7 +928,7 @@ async def test_expired_lease_returns_the_job_to_pending_at_once(client: httpx.As
     job = await enqueue(client)
     lease = await claim_one(client, lease_ms=200)
     until = ts(lease["locked_until"])
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5, interval_s=0.02)
+    await job_reaches(client, job["id"], "pending")
     assert now() - until < timedelta(seconds=1 + SLACK_S)  # processed within 1 s
     stored = await get_job(client, job["id"])
     assert stored["locked_until"] is None
@@ -960,7 +956,7 @@ async def test_errors_history_mixes_failures_and_expiries_oldest_first(
     lease = await claim_one(client)
     assert (await fail(client, lease["lease_id"], error="first", retry_in_ms=0)).status_code == 200
     await claim_one(client, lease_ms=100)
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5)
+    await job_reaches(client, job["id"], "pending")
     lease = await claim_one(client)
     assert (await fail(client, lease["lease_id"], error="third", retry_in_ms=0)).status_code == 200
     stored = await get_job(client, job["id"])
@@ -976,7 +972,7 @@ async def test_expiry_on_the_last_attempt_is_dead(client: httpx.AsyncClient) -> 
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=0)).status_code == 200
     lease = await claim_one(client, lease_ms=100)
     assert lease["job"]["attempt"] == 2
-    await wait_for(lambda: _status_is(client, job["id"], "dead"), timeout_s=5)
+    await job_reaches(client, job["id"], "dead")
     stored = await get_job(client, job["id"])
     assert [e["kind"] for e in stored["errors"]] == ["failed", "lease_expired"]
     assert await claim(client, wait_ms=300) == []
@@ -988,13 +984,13 @@ async def test_expiring_max_lease_expiries_times_is_dead(client: httpx.AsyncClie
     assert entry["settings"]["max_lease_expiries"] == 2
     job = await enqueue(client)  # 25 attempts: attempts are not what kills it
     await claim_one(client, lease_ms=100)
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5)
+    await job_reaches(client, job["id"], "pending")
     lease = await claim_one(client)
     # A failure reported by the worker is not a lease expiry.
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=0)).status_code == 200
     lease = await claim_one(client, lease_ms=100)
     assert lease["job"]["attempt"] == 3
-    await wait_for(lambda: _status_is(client, job["id"], "dead"), timeout_s=5)
+    await job_reaches(client, job["id"], "dead")
     stored = await get_job(client, job["id"])
     assert [e["kind"] for e in stored["errors"]] == ["lease_expired", "failed", "lease_expired"]
     assert stored["attempt"] == 3 < stored["max_attempts"]
@@ -1007,7 +1003,7 @@ async def test_default_max_lease_expiries_is_5(client: httpx.AsyncClient) -> Non
         lease = await claim_one(client, lease_ms=100)
         assert lease["job"]["attempt"] == n
         target = "dead" if n == 5 else "pending"
-        await wait_for(partial(_status_is, client, job["id"], target), timeout_s=5, interval_s=0.02)
+        await job_reaches(client, job["id"], target)
     assert len((await get_job(client, job["id"]))["errors"]) == 5
 
 
