@@ -15,7 +15,7 @@ from fastapi import FastAPI
 
 from jobq.core.reaper import reap_once
 from tests.conftest import make_settings, running_app
-from tests.helpers import job_reaches
+from tests.helpers import job_reaches, long_polls_idle
 from tests.helpers_workers import (
     DrainedServer,
     Stopwatch,
@@ -42,13 +42,6 @@ SLACK_S = 1.0
 
 def ms_between(later: str, earlier: str) -> float:
     return (ts(later) - ts(earlier)) / timedelta(milliseconds=1)
-
-
-async def idle(app: FastAPI, queue: str, n: int = 1) -> None:
-    """Until ``n`` long-polls on ``queue`` have looked, found nothing and sleep: what the
-    long-poll tests wait for before they enqueue, instead of guessing how long that takes."""
-    async with asyncio.timeout(10):
-        await app.state.ctx.wakeups.until_idle(queue, n)
 
 
 def asgi(app: FastAPI) -> httpx.AsyncClient:
@@ -213,7 +206,7 @@ async def test_unpausing_wakes_a_waiting_claim(app: FastAPI, client: httpx.Async
     job = await enqueue(client, queue="pq")
     await patch_queue(client, "pq", paused=True)
     waiting = asyncio.create_task(claim(client, ["pq"], wait_ms=10_000))
-    await idle(app, "pq")
+    await long_polls_idle(app, "pq")
     assert not waiting.done()
     await patch_queue(client, "pq", paused=False)
     clock = Stopwatch()
@@ -243,7 +236,7 @@ async def test_queues_are_tried_in_the_order_listed(client: httpx.AsyncClient) -
 async def test_long_poll_returns_as_soon_as_a_job_is_enqueued(app: FastAPI, client: httpx.AsyncClient) -> None:
     # At least one job is enough: a claim for 10 does not wait to fill up.
     waiting = asyncio.create_task(claim(client, ["lp"], limit=10, wait_ms=10_000))
-    await idle(app, "lp")
+    await long_polls_idle(app, "lp")
     assert not waiting.done()
     job = await enqueue(client, queue="lp")
     clock = Stopwatch()
@@ -254,7 +247,7 @@ async def test_long_poll_returns_as_soon_as_a_job_is_enqueued(app: FastAPI, clie
 
 async def test_long_poll_wakes_for_any_of_its_queues(app: FastAPI, client: httpx.AsyncClient) -> None:
     waiting = asyncio.create_task(claim(client, ["lp1", "lp2"], wait_ms=10_000))
-    await idle(app, "lp2")
+    await long_polls_idle(app, "lp2")
     job = await enqueue(client, queue="lp2")
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -296,7 +289,7 @@ async def test_delayed_job_enqueued_during_a_long_poll_wakes_it_when_visible(
     app: FastAPI, client: httpx.AsyncClient,
 ) -> None:
     waiting = asyncio.create_task(claim(client, wait_ms=10_000))
-    await idle(app, "default")
+    await long_polls_idle(app, "default")
     job = await enqueue(client, delay_ms=500)
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -310,7 +303,7 @@ async def test_failed_job_wakes_a_long_poll_when_its_retry_is_due(
     job = await enqueue(client)
     lease = await claim_one(client)
     waiting = asyncio.create_task(claim(client, worker_id="w2", wait_ms=10_000))
-    await idle(app, "default")
+    await long_polls_idle(app, "default")
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=500)).status_code == 200
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -335,7 +328,7 @@ async def test_long_poll_wakes_on_enqueue_through_another_replica(database_url: 
             running_app(make_settings(database_url)) as b, asgi(a) as ca, asgi(b) as cb:
         await a.state.ctx.wakeups.notifications.listening.wait()
         waiting = asyncio.create_task(claim(ca, ["xr"], wait_ms=10_000))
-        await idle(a, "xr")
+        await long_polls_idle(a, "xr")
         assert not waiting.done()
         job = await enqueue(cb, queue="xr")
         clock = Stopwatch()
@@ -385,14 +378,14 @@ async def test_long_polls_beside_jobs_they_may_not_take_wake_for_theirs(
 ) -> None:
     first, capped_next = await _jobs_nobody_here_may_take(client)
     waiting = asyncio.create_task(claim(client, types=["mine"], wait_ms=10_000))
-    await idle(app, "default")
+    await long_polls_idle(app, "default")
     mine = await enqueue(client, "mine")
     clock = Stopwatch()
     assert [le["job"]["id"] for le in await waiting] == [mine["id"]]
     assert clock.elapsed < 1.0 + SLACK_S
     assert await claim(client, ["capped"]) == []  # the cap is full
     waiting = asyncio.create_task(claim(client, ["capped"], wait_ms=10_000))
-    await idle(app, "capped")
+    await long_polls_idle(app, "capped")
     assert (await ack(client, first["lease_id"])).status_code == 200
     clock = Stopwatch()
     assert [le["job"]["id"] for le in await waiting] == [capped_next["id"]]
