@@ -147,6 +147,8 @@ async def test_no_two_live_leases_while_leases_expire_and_jobs_are_reclaimed(
         # job id -> [(lease id, op, when the request was sent)] for the ops that succeeded
         wins: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
         done: set[str] = set()
+        # The simulated workers' budget, not a wait: a broken run stops here, and the
+        # assertion after says what was left undone.
         deadline = time.monotonic() + 15
 
         async def op(name: str, job_id: str, lease_id: str, **body: Any) -> None:
