@@ -3,14 +3,12 @@ template, so tests never see each other's jobs."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from jobq.api.app import create_app
 from jobq.api.hot import HotPaths
 from jobq.settings import Settings
 from tests import pg
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,18 +131,17 @@ class LiveServer:
             [sys.executable, "-m", "jobq.cli", "serve", "--port", str(self.port), *self.args],
             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=self.log, preexec_fn=self.preexec_fn,
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                err = Path(self.log.name).read_text()
-                raise RuntimeError(f"jobq serve exited with {self.proc.returncode}:\n{err}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("jobq serve did not become ready")
+        eventually(self._ready, timeout_s=timeout_s, what=f"jobq serve ready on {self.url}", poll_s=0.1)
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            err = Path(self.log.name).read_text()
+            raise RuntimeError(f"jobq serve exited with {self.proc.returncode}:\n{err}")
+        try:
+            return httpx.get(self.url + "/readyz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -181,15 +179,3 @@ def replicas(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
     finally:
         a.stop()
         b.stop()
-
-
-async def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):  # type: ignore[no-untyped-def]
-    """Poll an async predicate until it returns something truthy."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(interval_s)

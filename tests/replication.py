@@ -23,12 +23,13 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+
+from tests.waiting import eventually
 
 DEBIAN_BIN = Path("/usr/lib/postgresql/15/bin")
 STANDBY_NAME = "standby1"
@@ -198,16 +199,14 @@ class ReplicatedPair:
 
     def wait_replicating(self) -> None:
         want = "sync" if self.synchronous else "async"
-        deadline = time.monotonic() + START_TIMEOUT_S
         with psycopg.connect(self.primary.url(), autocommit=True) as conn:
-            while True:
+            def replicating() -> bool:
                 row = conn.execute("SELECT sync_state FROM pg_stat_replication WHERE application_name = %s",
                                    (STANDBY_NAME,)).fetchone()
-                if row is not None and row[0] == want:
-                    return
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the standby is not replicating ({row}):\n{self.log_tail()}")
-                time.sleep(0.1)
+                return row is not None and row[0] == want
+
+            eventually(replicating, timeout_s=START_TIMEOUT_S, poll_s=0.1,
+                       what=lambda: f"the standby replicating ({want}):\n{self.log_tail()}")
 
     def multi_host_url(self, database: str) -> str:
         """The URL a replica of the service is given: both servers, the writable one wanted."""
@@ -225,9 +224,7 @@ class ReplicatedPair:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        eventually(lambda: not _alive(pid), poll_s=0.01, what=f"the killed primary (pid {pid}) gone")
 
     def promote(self) -> None:
         """What the operator (or Patroni) does: the standby becomes the primary."""

@@ -13,8 +13,8 @@ import pytest
 from fastapi import FastAPI
 
 from jobq.worker import Worker
-from tests.conftest import wait_for
 from tests.helpers_workers import claim_one, code, enqueue
+from tests.waiting import aeventually
 
 
 async def test_a_second_ack_says_the_first_stored_it(client: httpx.AsyncClient) -> None:
@@ -101,7 +101,7 @@ async def test_the_worker_logs_a_retried_ack_as_stored(app: FastAPI, client: htt
         return True
 
     try:
-        await wait_for(all_completed, timeout_s=30)
+        await aeventually(all_completed, timeout_s=30, what="every job completed")
     finally:
         worker.stop()
         await asyncio.wait_for(running, 30)

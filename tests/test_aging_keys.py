@@ -14,7 +14,7 @@ from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store import queue_settings
 from jobq.store.db import Database
 from jobq.store.queries import Q
-from tests.conftest import wait_for
+from tests.waiting import aeventually
 
 QUEUE = "aging-race"
 
@@ -45,7 +45,7 @@ async def test_a_job_enqueued_while_aging_is_switched_on_is_claimed_by_the_aging
             row = await db.fetch_one(Q.QueueGet, {"queue": QUEUE})
             return row is not None and row["aging_ms"] is not None
 
-        await wait_for(changed)
+        await aeventually(changed, what="aging_ms written while the change waits on the enqueue")
         assert not change.done()  # it waits for the enqueue that may have read the old setting
         await late.commit()
         await asyncio.wait_for(change, 10)

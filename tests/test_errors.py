@@ -17,8 +17,9 @@ import pytest
 from psycopg import sql
 
 from jobq.settings import DEFAULT_DB_TIMEOUT_S
-from tests.conftest import LiveServer, make_settings, running_app, wait_for
+from tests.conftest import LiveServer, make_settings, running_app
 from tests.helpers import claim, enqueue, problem, retry_after, total, validation
+from tests.waiting import aeventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -923,7 +924,7 @@ async def test_database_going_away_answers_503_then_recovers(
         assert r.status_code in (201, 503), r.text
         return r.status_code == 201
 
-    await wait_for(back, timeout_s=20, interval_s=0.2)
+    await aeventually(back, poll_s=0.2, what="enqueue answered 201 once the database is back")
     assert (await client.get(f"/v1/jobs/{job['id']}")).status_code == 200
     [lease] = await claim(client)
     assert lease["job"]["id"] == job["id"]

@@ -24,6 +24,7 @@ from psycopg.conninfo import conninfo_to_dict
 from tests import pg
 from tests.conftest import ROOT, LiveServer, free_port, make_settings, running_app
 from tests.helpers import problem, retry_after
+from tests.waiting import aeventually
 
 
 @pytest.fixture
@@ -100,15 +101,15 @@ def test_no_server_answering_is_one_line() -> None:
     assert "Traceback" not in done.stderr
 
 
-async def _terminate(admin_url: str, database_url: str) -> int:
-    """Kill every backend of the service's pool on ``database_url`` (as a crash would)."""
+async def _terminate(admin_url: str, database_url: str) -> list[int]:
+    """Kill every backend of the service's pool on ``database_url`` (as a crash would); return their pids."""
     name = str(conninfo_to_dict(database_url)["dbname"])
     async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
         cur = await conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            # In the select list, so that it runs only on the rows the WHERE kept.
+            "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = %s AND application_name = 'jobq'", (name,))
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
+        return [int(pid) for pid, terminated in await cur.fetchall() if terminated]
 
 
 async def test_killed_backends_cost_one_503_not_one_per_pooled_connection(
@@ -121,8 +122,20 @@ async def test_killed_backends_cost_one_503_not_one_per_pooled_connection(
             assert all(r.status_code == 201 for r in answers)
             pool = application.state.ctx.db.pool
             assert pool.get_stats()["pool_available"] >= 4, pool.get_stats()
-            assert await _terminate(admin_url, database_url) >= 4
-            await asyncio.sleep(0.2)  # the backends are gone; the pool has not noticed
+            pooled = pool.get_stats()["pool_size"]
+            killed = await _terminate(admin_url, database_url)
+            assert len(killed) >= 4, killed
+
+            def swept() -> bool:
+                stats = pool.get_stats()
+                lost = stats.get("connections_lost", 0)  # found dead by pool.check()
+                return lost > 0 and stats.get("returns_bad", 0) + lost >= pooled
+
+            # The backends are gone. The first statement to find its connection dead (the
+            # reaper's, every 0.1 s, before any request here) has the pool check the rest:
+            # until that check has found every other pooled connection dead. Without it,
+            # only statements find them, one each: this never holds, and they would be 503s.
+            await aeventually(swept, what=lambda: f"the pool's check of its dead connections: {pool.get_stats()}")
             # The pool hands out its idle connections in turn: without the check after the
             # first failure, each of them would fail one request.
             statuses = [(await c.post("/v1/jobs", json={"type": "t"})).status_code for _ in range(16)]

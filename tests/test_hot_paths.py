@@ -17,10 +17,12 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from fastapi import FastAPI
 
 from jobq.api.app import create_app
 from tests import pg
 from tests.conftest import make_settings
+from tests.helpers import long_polls_idle
 
 JSON = "application/json"
 
@@ -28,8 +30,9 @@ JSON = "application/json"
 class Side:
     """One app and its client; ``lease`` claims a fresh job to act on."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
+    def __init__(self, client: httpx.AsyncClient, app: FastAPI) -> None:
         self.client = client
+        self.app = app
         self.n = 0
 
     async def lease(self, queue: str = "hot") -> str:
@@ -59,7 +62,7 @@ async def sides(admin_url: str, template_db: str,
             clients = [httpx.AsyncClient(transport=httpx.ASGITransport(app=a), base_url="http://jobq")
                        for a in apps]
             async with clients[0], clients[1]:
-                yield Side(clients[0]), Side(clients[1])
+                yield Side(clients[0], apps[0]), Side(clients[1], apps[1])
     finally:
         for n in names:
             pg.drop(admin_url, n)
@@ -209,7 +212,7 @@ async def test_long_polls_answer_alike(sides: tuple[Side, Side]) -> None:
     for side in sides:
         woken = asyncio.create_task(side.send(
             "/v1/leases", b'{"queues": ["lp"], "worker_id": "w", "wait_ms": 5000}', JSON))
-        await asyncio.sleep(0.2)
+        await long_polls_idle(side.app, "lp")
         assert not woken.done()
         await side.client.post("/v1/jobs", json={"type": "t", "queue": "lp"})
         r = await asyncio.wait_for(woken, 5)

@@ -29,6 +29,7 @@ from tests.helpers_workers import (
     now,
     ts,
 )
+from tests.waiting import aeventually
 
 SLACK_S = 1.0
 
@@ -45,7 +46,7 @@ with httpx.Client(base_url=sys.argv[1], timeout=10) as c:
     lease = r.json()["leases"][0]
     print(json.dumps(lease), flush=True)
     while True:
-        time.sleep(0.25)
+        time.sleep(0.25)  # a worker's heartbeat pace
         c.post(f"/v1/leases/{lease['lease_id']}/heartbeat").raise_for_status()
 """
 
@@ -66,7 +67,8 @@ async def test_sigkilled_worker_leaves_its_job_to_be_reclaimed(server: DrainedSe
             line = await asyncio.wait_for(proc.stdout.readline(), 20)
             lease = json.loads(line)
             assert lease["job"]["id"] == job["id"]
-            # Its heartbeats keep the job: past the 1 s lease it is still the worker's.
+            # Its heartbeats keep the job: past the 1 s lease it is still the worker's (the
+            # time is the test).
             await asyncio.sleep(1.5)
             stored = await get_job(c, job["id"])
             assert stored["status"] == "running" and stored["worker_id"] == "doomed"
@@ -139,14 +141,12 @@ async def test_sigkilled_server_loses_nothing_it_answered_for(server: DrainedSer
                             completed[le["job"]["id"]] = le["lease_id"]
                 except (httpx.HTTPError, AssertionError):
                     return
-                await asyncio.sleep(0)
+                await asyncio.sleep(0)  # lets the producers run; no time passes
 
         tasks = [asyncio.create_task(producer(n)) for n in range(6)]
         tasks += [asyncio.create_task(batch_producer()), asyncio.create_task(worker())]
-        for _ in range(100):
-            if len(created) >= 600 and len(completed) >= 50:
-                break
-            await asyncio.sleep(0.05)
+        await aeventually(lambda: len(created) >= 600 and len(completed) >= 50, poll_s=0.05,
+                          what=lambda: f"load before the crash: {len(created)} created, {len(completed)} completed")
         server.kill()  # SIGKILL, with requests in flight
         await asyncio.wait_for(asyncio.gather(*tasks), 30)
 

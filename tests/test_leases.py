@@ -7,7 +7,6 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from functools import partial
 from typing import Any
 
 import httpx
@@ -15,7 +14,8 @@ import pytest
 from fastapi import FastAPI
 
 from jobq.core.reaper import reap_once
-from tests.conftest import make_settings, running_app, wait_for
+from tests.conftest import make_settings, running_app
+from tests.helpers import job_reaches, long_polls_idle
 from tests.helpers_workers import (
     DrainedServer,
     Stopwatch,
@@ -42,13 +42,6 @@ SLACK_S = 1.0
 
 def ms_between(later: str, earlier: str) -> float:
     return (ts(later) - ts(earlier)) / timedelta(milliseconds=1)
-
-
-async def idle(app: FastAPI, queue: str, n: int = 1) -> None:
-    """Until ``n`` long-polls on ``queue`` have looked, found nothing and sleep: what the
-    long-poll tests wait for before they enqueue, instead of guessing how long that takes."""
-    async with asyncio.timeout(10):
-        await app.state.ctx.wakeups.until_idle(queue, n)
 
 
 def asgi(app: FastAPI) -> httpx.AsyncClient:
@@ -158,13 +151,9 @@ async def test_attempt_is_incremented_by_every_claim(client: httpx.AsyncClient) 
         assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=0)).status_code == 200
     lease = await claim_one(client, lease_ms=100)  # this one expires
     attempts.append(lease["job"]["attempt"])
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5)
+    await job_reaches(client, job["id"], "pending")
     attempts.append((await claim_one(client))["job"]["attempt"])
     assert attempts == [1, 2, 3, 4, 5]
-
-
-async def _status_is(client: httpx.AsyncClient, job_id: str, status: str) -> bool:
-    return (await get_job(client, job_id))["status"] == status
 
 
 async def test_claim_order_priority_then_visible_at_then_creation(
@@ -217,7 +206,7 @@ async def test_unpausing_wakes_a_waiting_claim(app: FastAPI, client: httpx.Async
     job = await enqueue(client, queue="pq")
     await patch_queue(client, "pq", paused=True)
     waiting = asyncio.create_task(claim(client, ["pq"], wait_ms=10_000))
-    await idle(app, "pq")
+    await long_polls_idle(app, "pq")
     assert not waiting.done()
     await patch_queue(client, "pq", paused=False)
     clock = Stopwatch()
@@ -247,7 +236,7 @@ async def test_queues_are_tried_in_the_order_listed(client: httpx.AsyncClient) -
 async def test_long_poll_returns_as_soon_as_a_job_is_enqueued(app: FastAPI, client: httpx.AsyncClient) -> None:
     # At least one job is enough: a claim for 10 does not wait to fill up.
     waiting = asyncio.create_task(claim(client, ["lp"], limit=10, wait_ms=10_000))
-    await idle(app, "lp")
+    await long_polls_idle(app, "lp")
     assert not waiting.done()
     job = await enqueue(client, queue="lp")
     clock = Stopwatch()
@@ -258,7 +247,7 @@ async def test_long_poll_returns_as_soon_as_a_job_is_enqueued(app: FastAPI, clie
 
 async def test_long_poll_wakes_for_any_of_its_queues(app: FastAPI, client: httpx.AsyncClient) -> None:
     waiting = asyncio.create_task(claim(client, ["lp1", "lp2"], wait_ms=10_000))
-    await idle(app, "lp2")
+    await long_polls_idle(app, "lp2")
     job = await enqueue(client, queue="lp2")
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -300,7 +289,7 @@ async def test_delayed_job_enqueued_during_a_long_poll_wakes_it_when_visible(
     app: FastAPI, client: httpx.AsyncClient,
 ) -> None:
     waiting = asyncio.create_task(claim(client, wait_ms=10_000))
-    await idle(app, "default")
+    await long_polls_idle(app, "default")
     job = await enqueue(client, delay_ms=500)
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -314,7 +303,7 @@ async def test_failed_job_wakes_a_long_poll_when_its_retry_is_due(
     job = await enqueue(client)
     lease = await claim_one(client)
     waiting = asyncio.create_task(claim(client, worker_id="w2", wait_ms=10_000))
-    await idle(app, "default")
+    await long_polls_idle(app, "default")
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=500)).status_code == 200
     clock = Stopwatch()
     leases = await asyncio.wait_for(waiting, 12)
@@ -339,7 +328,7 @@ async def test_long_poll_wakes_on_enqueue_through_another_replica(database_url: 
             running_app(make_settings(database_url)) as b, asgi(a) as ca, asgi(b) as cb:
         await a.state.ctx.wakeups.notifications.listening.wait()
         waiting = asyncio.create_task(claim(ca, ["xr"], wait_ms=10_000))
-        await idle(a, "xr")
+        await long_polls_idle(a, "xr")
         assert not waiting.done()
         job = await enqueue(cb, queue="xr")
         clock = Stopwatch()
@@ -389,14 +378,14 @@ async def test_long_polls_beside_jobs_they_may_not_take_wake_for_theirs(
 ) -> None:
     first, capped_next = await _jobs_nobody_here_may_take(client)
     waiting = asyncio.create_task(claim(client, types=["mine"], wait_ms=10_000))
-    await idle(app, "default")
+    await long_polls_idle(app, "default")
     mine = await enqueue(client, "mine")
     clock = Stopwatch()
     assert [le["job"]["id"] for le in await waiting] == [mine["id"]]
     assert clock.elapsed < 1.0 + SLACK_S
     assert await claim(client, ["capped"]) == []  # the cap is full
     waiting = asyncio.create_task(claim(client, ["capped"], wait_ms=10_000))
-    await idle(app, "capped")
+    await long_polls_idle(app, "capped")
     assert (await ack(client, first["lease_id"])).status_code == 200
     clock = Stopwatch()
     assert [le["job"]["id"] for le in await waiting] == [capped_next["id"]]
@@ -421,7 +410,7 @@ async def test_lease_ids_are_never_issued_twice(client: httpx.AsyncClient) -> No
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=0)).status_code == 200
     # Claimed again after an expiry.
     lease = await take(lease_ms=100)
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5)
+    await job_reaches(client, job["id"], "pending")
     # Acked, then retried by an operator: attempt goes back to 0.
     lease = await take()
     assert lease["job"]["attempt"] == 3
@@ -635,7 +624,7 @@ async def test_slow_reaper_still_processes_expiry_within_a_second(database_url: 
         job = await enqueue(c)
         lease = await claim_one(c, lease_ms=100)
         until = ts(lease["locked_until"])
-        await wait_for(lambda: _status_is(c, job["id"], "pending"), timeout_s=5, interval_s=0.02)
+        await job_reaches(c, job["id"], "pending")
         assert now() - until < timedelta(seconds=1 + SLACK_S)
 
 
@@ -932,7 +921,7 @@ async def test_expired_lease_returns_the_job_to_pending_at_once(client: httpx.As
     job = await enqueue(client)
     lease = await claim_one(client, lease_ms=200)
     until = ts(lease["locked_until"])
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5, interval_s=0.02)
+    await job_reaches(client, job["id"], "pending")
     assert now() - until < timedelta(seconds=1 + SLACK_S)  # processed within 1 s
     stored = await get_job(client, job["id"])
     assert stored["locked_until"] is None
@@ -960,7 +949,7 @@ async def test_errors_history_mixes_failures_and_expiries_oldest_first(
     lease = await claim_one(client)
     assert (await fail(client, lease["lease_id"], error="first", retry_in_ms=0)).status_code == 200
     await claim_one(client, lease_ms=100)
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5)
+    await job_reaches(client, job["id"], "pending")
     lease = await claim_one(client)
     assert (await fail(client, lease["lease_id"], error="third", retry_in_ms=0)).status_code == 200
     stored = await get_job(client, job["id"])
@@ -976,7 +965,7 @@ async def test_expiry_on_the_last_attempt_is_dead(client: httpx.AsyncClient) -> 
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=0)).status_code == 200
     lease = await claim_one(client, lease_ms=100)
     assert lease["job"]["attempt"] == 2
-    await wait_for(lambda: _status_is(client, job["id"], "dead"), timeout_s=5)
+    await job_reaches(client, job["id"], "dead")
     stored = await get_job(client, job["id"])
     assert [e["kind"] for e in stored["errors"]] == ["failed", "lease_expired"]
     assert await claim(client, wait_ms=300) == []
@@ -988,13 +977,13 @@ async def test_expiring_max_lease_expiries_times_is_dead(client: httpx.AsyncClie
     assert entry["settings"]["max_lease_expiries"] == 2
     job = await enqueue(client)  # 25 attempts: attempts are not what kills it
     await claim_one(client, lease_ms=100)
-    await wait_for(lambda: _status_is(client, job["id"], "pending"), timeout_s=5)
+    await job_reaches(client, job["id"], "pending")
     lease = await claim_one(client)
     # A failure reported by the worker is not a lease expiry.
     assert (await fail(client, lease["lease_id"], error="x", retry_in_ms=0)).status_code == 200
     lease = await claim_one(client, lease_ms=100)
     assert lease["job"]["attempt"] == 3
-    await wait_for(lambda: _status_is(client, job["id"], "dead"), timeout_s=5)
+    await job_reaches(client, job["id"], "dead")
     stored = await get_job(client, job["id"])
     assert [e["kind"] for e in stored["errors"]] == ["lease_expired", "failed", "lease_expired"]
     assert stored["attempt"] == 3 < stored["max_attempts"]
@@ -1007,7 +996,7 @@ async def test_default_max_lease_expiries_is_5(client: httpx.AsyncClient) -> Non
         lease = await claim_one(client, lease_ms=100)
         assert lease["job"]["attempt"] == n
         target = "dead" if n == 5 else "pending"
-        await wait_for(partial(_status_is, client, job["id"], target), timeout_s=5, interval_s=0.02)
+        await job_reaches(client, job["id"], target)
     assert len((await get_job(client, job["id"]))["errors"]) == 5
 
 

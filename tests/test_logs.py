@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import LiveServer, wait_for
+from tests.conftest import LiveServer
+from tests.waiting import aeventually
 
 
 def lines(server: LiveServer) -> list[str]:
@@ -50,7 +51,7 @@ async def test_every_job_of_a_batch_gets_its_own_json_line(json_server: LiveServ
 
         async def logged() -> bool:
             return len(events(json_server)) >= 9
-        await wait_for(logged, timeout_s=10, interval_s=0.1)
+        await aeventually(logged, poll_s=0.1, what="nine event lines logged")
 
     seen = events(json_server)
     by_event: dict[str, list[dict[str, Any]]] = {}
@@ -78,7 +79,7 @@ async def test_text_lines_name_the_job(database_url: str) -> None:
 
             async def logged() -> bool:
                 return sum(" enqueued " in line for line in lines(server)) >= 2
-            await wait_for(logged, timeout_s=10, interval_s=0.1)
+            await aeventually(logged, poll_s=0.1, what="two enqueued lines logged")
         enqueued = [line for line in lines(server) if "jobq.events: enqueued" in line]
         assert [line.split("job_id=")[1].split()[0] for line in enqueued] == ids
         assert all("queue=tx type=mail" in line for line in enqueued)

@@ -6,7 +6,6 @@ committed, never to fake a state a test checks.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import time
 from datetime import UTC, datetime, timedelta
@@ -17,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import LiveServer
+from tests.waiting import aeventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -163,7 +163,9 @@ async def test_list_is_newest_first_across_separate_enqueues(client: httpx.Async
     made = []
     for i in range(3):
         made.append(await enqueue(client, "order", queue="order", payload={"i": i}))
-        await asyncio.sleep(0.01)
+        # Each enqueue at a later instant than the one before: until the clock has moved on.
+        await aeventually(lambda: datetime.now(UTC) > ts(made[-1]["created_at"]), poll_s=0.001,
+                          what="the clock past the last job's created_at")
     listed = (await list_page(client, queue="order"))["jobs"]
     assert ids(listed) == list(reversed(ids(made)))
     created = [ts(j["created_at"]) for j in listed]
@@ -604,9 +606,11 @@ async def test_metrics_two_processes_share_gauges_and_keep_own_counters(
         assert sample(mb, "jobq_enqueue_rejected_total", queue="full") == 1
 
         # And they go on counting, in the process that did the work only.
-        await enqueue(b, "x", queue="m")
+        new = await enqueue(b, "x", queue="m")
         await b.post("/v1/jobs", json={"type": "x", "queue": "full"})
-        await asyncio.sleep(0.05)  # let the new job's lag pass a millisecond
+        # Until the new job has waited a millisecond: the lag below is read as more than 0.
+        await aeventually(lambda: datetime.now(UTC) - ts(new["visible_at"]) > timedelta(milliseconds=1),
+                          poll_s=0.001, what="the new job waiting a millisecond")
         ma2, mb2 = await scrape(a), await scrape(b)
         assert counter(ma2, "enqueued") == 3 and counter(mb2, "enqueued") == 4
         assert sample(ma2, "jobq_enqueue_rejected_total", queue="full") == 2

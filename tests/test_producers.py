@@ -11,7 +11,6 @@ import httpx
 import psycopg
 import pytest
 
-from tests.conftest import wait_for
 from tests.helpers import (
     JOB_FIELDS,
     claim,
@@ -25,6 +24,7 @@ from tests.helpers import (
     ts,
     validation,
 )
+from tests.waiting import aeventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -148,7 +148,7 @@ async def test_delay_ms_hides_the_job_until_it_has_passed(client: httpx.AsyncCli
     assert timedelta(milliseconds=1400) <= delay <= timedelta(milliseconds=1700), delay
     assert await claim(client) == []
     started = time.monotonic()
-    leases = await wait_for(lambda: claim(client), timeout_s=10, interval_s=0.1)
+    leases = await aeventually(lambda: claim(client), poll_s=0.1, what="the delayed job claimable")
     waited = time.monotonic() - started
     assert [le["job"]["id"] for le in leases] == [job["id"]]
     assert waited >= 1.0, waited  # not claimable early
@@ -165,7 +165,7 @@ async def test_run_at_in_the_future_hides_the_job_until_then(client: httpx.Async
     job = await enqueue(client, "at", run_at=at.isoformat())
     assert abs(ts(job["visible_at"]) - at) < timedelta(milliseconds=5)
     assert await claim(client) == []
-    leases = await wait_for(lambda: claim(client), timeout_s=10, interval_s=0.1)
+    leases = await aeventually(lambda: claim(client), poll_s=0.1, what="the job run_at claimable")
     assert [le["job"]["id"] for le in leases] == [job["id"]]
     assert now() >= at - timedelta(milliseconds=200)  # not claimed early (clock slack)
 

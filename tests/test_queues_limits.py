@@ -11,8 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from tests.conftest import make_settings, running_app
+from tests.helpers import long_polls_idle
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -134,7 +136,7 @@ async def test_oldest_waiting_ms_null_unless_claimable_and_grows(client: httpx.A
     assert (await client.post(f"/v1/jobs/{job['id']}/retry")).status_code == 200
     first = (await get_queue(client, q))["oldest_waiting_ms"]
     assert first is not None and first >= 0
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # the time is the test: the lag grows with it
     second = (await get_queue(client, q))["oldest_waiting_ms"]
     assert second is not None and second - first >= 250, (first, second)
     # A newer job does not lower the lag: it is the oldest that counts.
@@ -149,7 +151,7 @@ async def test_oldest_waiting_ms_counts_from_visible_at(client: httpx.AsyncClien
     job = await enqueue(client, "d", q, delay_ms=int(delay_s * 1000))
     t1 = time.monotonic()
     assert (await get_queue(client, q))["oldest_waiting_ms"] is None
-    await asyncio.sleep(0.7)
+    await asyncio.sleep(0.7)  # the time is the test: past the delay, the lag counts from visible_at
     t2 = time.monotonic()
     lag = (await get_queue(client, q))["oldest_waiting_ms"]
     t3 = time.monotonic()
@@ -315,12 +317,12 @@ async def test_max_running_holds_under_16_concurrent_claimers(
         while len(acked) < total:
             leases = await claim(c, q, limit=rnd.randint(1, 3), worker=f"w{n}")
             if not leases:
-                await asyncio.sleep(rnd.uniform(0.001, 0.01))
+                await asyncio.sleep(rnd.uniform(0.001, 0.01))  # a worker's pause before it asks again
                 continue
             outstanding += len(leases)
             max_outstanding = max(max_outstanding, outstanding)
             assert outstanding <= cap, outstanding
-            await asyncio.sleep(rnd.uniform(0.005, 0.03))
+            await asyncio.sleep(rnd.uniform(0.005, 0.03))  # the work, held under the cap
             for le in leases:
                 outstanding -= 1
                 await ack(c, le["lease_id"])
@@ -329,7 +331,7 @@ async def test_max_running_holds_under_16_concurrent_claimers(
     async def sampler() -> None:
         while not done.is_set():
             sampled.append((await get_queue(client, q))["counts"]["running"])
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # the sampler's pace
 
     sampling = asyncio.create_task(sampler())
     # Half the claimers on each replica: the cap is across replicas, not per process.
@@ -369,13 +371,13 @@ async def test_max_running_zero_hands_out_nothing(client: httpx.AsyncClient) -> 
     assert (await get_queue(client, q))["counts"]["running"] == 2
 
 
-async def test_max_running_zero_then_raised_wakes_long_poll(client: httpx.AsyncClient) -> None:
+async def test_max_running_zero_then_raised_wakes_long_poll(app: FastAPI, client: httpx.AsyncClient) -> None:
     """A worker long-polling a capped-out queue gets work once the cap allows it."""
     q = "zerowake"
     await patch(client, q, max_running=0)
     await enqueue(client, "t", q)
     poll = asyncio.create_task(claim(client, q, wait_ms=8000))
-    await asyncio.sleep(0.3)
+    await long_polls_idle(app, q)
     assert not poll.done()
     await patch(client, q, max_running=1)
     leases = await asyncio.wait_for(poll, timeout=9)
@@ -402,7 +404,7 @@ async def _starvation_run(c: httpx.AsyncClient, q: str, seconds: float, stop_whe
         if lease["job"]["id"] == low["id"]:
             if stop_when_low:
                 return low, claimed, time.monotonic() - start
-        await asyncio.sleep(0.002)
+        await asyncio.sleep(0.002)  # the producer's pace
     return low, claimed, None
 
 
@@ -447,7 +449,7 @@ async def test_aging_applies_to_jobs_already_waiting_and_can_be_switched_off(
 ) -> None:
     q = "agelate"
     low = await enqueue(client, "low", q, priority=0)
-    await asyncio.sleep(0.4)
+    await asyncio.sleep(0.4)  # the time is the test: the low job ages while it waits
     high = await enqueue(client, "high", q, priority=1)
     # Strict priority would take `high` first; with aging_ms 100 the low job has gained ~4
     # steps while high gained none.

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, LiveServer, free_port
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -131,14 +132,6 @@ def stop_loop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(10)
 
 
-def wait_until(predicate, timeout_s: float = 20.0):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not (value := predicate()):
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.1)
-    return value
-
-
 def test_the_curl_worker_acks_and_fails_jobs(live_server: LiveServer, tmp_path: Path) -> None:
     url = live_server.url
     jobs = {
@@ -156,7 +149,8 @@ def test_the_curl_worker_acks_and_fails_jobs(live_server: LiveServer, tmp_path: 
 
         # The bad address fails, is retried after its backoff (about a second), fails again
         # and is dead, its two errors in words; the others complete with the loop's result.
-        dead = wait_until(lambda: (j := read("nobody"))["status"] == "dead" and j)
+        dead = eventually(lambda: (j := read("nobody"))["status"] == "dead" and j, poll_s=0.1,
+                          what="the bad address's job dead")
         assert dead["attempt"] == 2
         assert [(e["attempt"], e["kind"], e["error"]) for e in dead["errors"]] == [
             (1, "failed", "not an address: nobody"),
@@ -184,8 +178,10 @@ def test_the_curl_worker_pauses_when_the_service_is_down_or_answers_an_error(
         log = tmp_path / "worker.log"
         proc = start_loop(url, log)
         try:
-            wait_until(lambda: "pausing" in log.read_text())  # noqa: B023 - used at once
-            time.sleep(2)  # a spinning loop would write hundreds of lines meanwhile
+            eventually(lambda: "pausing" in log.read_text(), poll_s=0.1,  # noqa: B023 - used at once
+                       what="the loop saying it pauses")
+            # The time is the test: a spinning loop would write hundreds of lines meanwhile.
+            time.sleep(2)
             assert proc.poll() is None, log.read_text()  # it waits, it does not exit
         finally:
             stop_loop(proc)

@@ -23,10 +23,10 @@ import pytest
 from tests.conftest import LiveServer
 from tests.helpers import stored_jobs
 from tests.replication import ReplicatedPair
+from tests.waiting import aeventually
 
 QUEUE = "failover"
-# Load before the crash, time the standby stays unpromoted, and the bound on the resumption.
-LOAD_BEFORE_S = 2.0
+# Time the standby stays unpromoted, and the bound on the resumption.
 # Longer than the service's db_timeout_s (5 s): calls waiting for a primary answer 503.
 UNPROMOTED_S = 7.0
 RESUME_BOUND_S = 15.0
@@ -167,25 +167,26 @@ async def _run_failover(pair: ReplicatedPair, servers: list[LiveServer]) -> None
     try:
         tasks = [asyncio.create_task(_producer(c, i, rec, stop)) for i, c in enumerate(clients)]
         tasks += [asyncio.create_task(_worker(c, i, rec, stop)) for i, c in enumerate(clients)]
-        await asyncio.sleep(LOAD_BEFORE_S)
-        before = (len(rec.created), sum(map(len, rec.acked.values())))
-        assert before[0] >= 20 and before[1] >= 5, f"too little load before the crash: {before}"
+        await aeventually(lambda: len(rec.created) >= 20 and sum(map(len, rec.acked.values())) >= 5,
+                          what="the load flowing before the crash: 20 jobs enqueued, 5 acked")
 
         killed_at = time.monotonic()
         pair.kill_primary()
-        await asyncio.sleep(UNPROMOTED_S)  # no primary: the standby is read-only
+        # The time is the test: no primary for longer than db_timeout_s, so calls answer 503.
+        await asyncio.sleep(UNPROMOTED_S)
         pair.promote()
         promoted_at = time.monotonic()
 
         # The load resumes by itself: every replica's producer and worker succeed again.
-        deadline = promoted_at + RESUME_BOUND_S
-        while time.monotonic() < deadline:
-            enqueued = _first(rec, "enqueue", 201, promoted_at)
-            acked = _first(rec, "ack", 200, promoted_at)
-            if enqueued is not None and acked is not None:
-                break
-            await asyncio.sleep(0.05)
+        # The bound is the test: the timeout is RESUME_BOUND_S from the promotion.
+        await aeventually(
+            lambda: _first(rec, "enqueue", 201, promoted_at) is not None
+            and _first(rec, "ack", 200, promoted_at) is not None,
+            timeout_s=RESUME_BOUND_S - (time.monotonic() - promoted_at), poll_s=0.05,
+            what=lambda: (f"the load resuming within {RESUME_BOUND_S} s of the promotion; answers since: "
+                          f"{sorted({(c, s) for t, c, s in rec.answers if t >= promoted_at})}"))
         resumed_at = time.monotonic()
+        # The time is the test: the load is kept up a while to see it stays up.
         await asyncio.sleep(LOAD_AFTER_S)
         stop.set()
         done, pending = await asyncio.wait(tasks, timeout=30)
@@ -206,12 +207,14 @@ async def _run_failover(pair: ReplicatedPair, servers: list[LiveServer]) -> None
         assert set(statuses) <= {200, 201, 409, 503}, statuses
 
         # Duties and notifications came back: each replica listens again, one leads.
-        for _ in range(150):
-            listening, leading = await _fleet_sessions(pair.standby.url("jobq"))
-            if listening == len(servers) and leading == 1:
-                break
-            await asyncio.sleep(0.1)
-        assert (listening, leading) == (len(servers), 1), (listening, leading)
+        fleet: list[tuple[int, int]] = []
+
+        async def fleet_back() -> bool:
+            fleet.append(await _fleet_sessions(pair.standby.url("jobq")))
+            return fleet[-1] == (len(servers), 1)
+
+        await aeventually(fleet_back, poll_s=0.1,
+                          what=lambda: f"each replica listening and one leading (last: {fleet[-1:]})")
 
         stored = await stored_jobs(clients[0], QUEUE)
         missing = sorted(set(rec.created) - set(stored), key=int)

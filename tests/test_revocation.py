@@ -21,7 +21,7 @@ from jobq.core import tokens
 from jobq.domain.access import Role
 from jobq.worker import Worker
 from tests.conftest import make_settings
-from tests.helpers import problem
+from tests.helpers import long_polls_idle, problem
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,11 +65,6 @@ def claim(c: httpx.AsyncClient, headers: dict[str, str], wait_ms: int = WAIT_MS)
     return c.post("/v1/leases", headers=headers, json={"worker_id": "w", "queues": [QUEUE], "wait_ms": wait_ms})
 
 
-async def waiting(app: FastAPI, n: int) -> None:
-    """Until ``n`` long-polls on the queue sleep, having looked and found nothing."""
-    await asyncio.wait_for(app.state.ctx.wakeups.until_idle(QUEUE, n), 10)
-
-
 async def enqueue(c: httpx.AsyncClient) -> int:
     r = await c.post("/v1/jobs", json={"type": "t", "queue": QUEUE}, headers=ADMIN)
     assert r.status_code == 201, r.text
@@ -87,7 +82,7 @@ async def test_a_waiting_long_poll_whose_token_is_revoked_claims_nothing(app: Fa
     token_id, worker = await worker_token(app)
     async with client_of(app) as c:
         poll = asyncio.create_task(claim(c, worker))
-        await waiting(app, 1)
+        await long_polls_idle(app, QUEUE, 1)
         r = await c.delete(f"/v1/tokens/{token_id}", headers=ADMIN)
         assert r.status_code == 200, r.text
         job_id = await enqueue(c)
@@ -112,7 +107,7 @@ async def test_revocation_elsewhere_ends_the_long_poll_without_any_job(app: Fast
         revoked_poll = asyncio.create_task(claim(c, worker))
         other_poll = asyncio.create_task(claim(c, other))
         admin_poll = asyncio.create_task(claim(c, ADMIN))
-        await waiting(app, 3)
+        await long_polls_idle(app, QUEUE, 3)
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute("UPDATE tokens SET revoked_at = now() WHERE id = %s", (token_id,))
         revoked_at = time.monotonic()
@@ -150,7 +145,7 @@ async def test_a_running_worker_stops_soon_after_its_token_is_revoked(app: FastA
     )
     running = asyncio.create_task(worker.run_async())
     try:
-        await waiting(app, 1)
+        await long_polls_idle(app, QUEUE, 1)
         async with client_of(app) as c:
             r = await c.delete(f"/v1/tokens/{token_id}", headers=ADMIN)
             assert r.status_code == 200, r.text
@@ -167,7 +162,7 @@ async def test_local_mode_long_polls_are_unaffected(database_url: str) -> None:
     async with app.router.lifespan_context(app), client_of(app) as c:
         assert app.state.tokens.local_mode
         poll = asyncio.create_task(c.post("/v1/leases", json={"worker_id": "w", "queues": [QUEUE], "wait_ms": WAIT_MS}))
-        await waiting(app, 1)
+        await long_polls_idle(app, QUEUE, 1)
         r = await c.post("/v1/jobs", json={"type": "t", "queue": QUEUE})
         assert r.status_code == 201, r.text
         r = await asyncio.wait_for(poll, WAIT_MS / 1000 + 5)

@@ -9,11 +9,13 @@ import asyncio
 import itertools
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import httpx
 import pytest
 
 from tests.conftest import LiveServer
+from tests.waiting import aeventually
 
 QUEUE = "rolling"
 
@@ -28,6 +30,7 @@ class Balancer:
         self.turn = itertools.cycle(range(len(servers)))
         self.statuses: Counter[int] = Counter()
         self.bad: list[str] = []
+        self.answered: Counter[str] = Counter()  # answers by replica URL, errors too
 
     async def call(self, method: str, path: str, body: dict[str, object]) -> httpx.Response:
         deadline = time.monotonic() + 30
@@ -39,13 +42,14 @@ class Balancer:
                 async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
                     r = await http.request(method, path, json=body)
             except httpx.TransportError:
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # a client's pause before its retry
                 continue
             self.statuses[r.status_code] += 1
+            self.answered[server.url] += 1
             if r.status_code >= 500:
                 if r.status_code != 503 or "retry-after" not in r.headers:
                     self.bad.append(f"{method} {path}: {r.status_code} {r.text[:200]}")
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # a client's pause before its retry
                 continue
             return r
         raise AssertionError(f"{method} {path}: no replica answered for 30 s")
@@ -95,14 +99,18 @@ async def test_a_rolling_restart_under_load_serves_no_error(database_url: str) -
 
     tasks = [asyncio.create_task(producer(n)) for n in range(2)]
     tasks += [asyncio.create_task(worker(n)) for n in range(3)]
+    def takes_load(server: LiveServer) -> Callable[[], bool]:
+        before = lb.answered[server.url]
+        return lambda: lb.answered[server.url] >= before + 20
+
     try:
-        await asyncio.sleep(1.0)
+        await aeventually(lambda: len(completed) >= 10, what="the load flowing: jobs completed")
         for server in servers:  # one at a time, as a deploy does
             t0 = time.monotonic()
             await asyncio.to_thread(server.stop)
             assert time.monotonic() - t0 < 5, "a stop took longer than a few seconds"
             await asyncio.to_thread(server.start)
-            await asyncio.sleep(1.0)
+            await aeventually(takes_load(server), what=f"the restarted {server.url} answering again")
         producing = False
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
     finally:

@@ -14,7 +14,8 @@ import pytest
 from jobq.core.wakeups import DELAYED_WAKE_MAX_S
 from jobq.domain.schedules import fire_key
 from tests.conftest import LiveServer
-from tests.helpers import ts
+from tests.helpers import claim_looked_since, database_now, ts
+from tests.waiting import aeventually
 
 # What the contract promises: visible (and claimable by a waiting worker) within 1 s.
 PRECISION_S = 1.0
@@ -50,10 +51,9 @@ async def test_every_second_from_two_replicas_once_each_and_on_after_one_is_kill
         r = await cb.put("/v1/schedules/tick", json={
             "cron": "* * * * * *", "job": {"queue": "ticks", "type": "tick"}})
         assert r.status_code == 201, r.text
-        await asyncio.sleep(5.5)
-        fires = _fires(await _jobs(ca, "ticks"), "tick")
+        jobs = await aeventually(lambda: _at_least(ca, "ticks", 4), what="four fires of tick")
+        fires = _fires(jobs, "tick")
         assert len(fires) == len(set(fires)) and fires == sorted(fires)
-        assert len(fires) >= 4, fires
         # Consecutive seconds: each fire time fired once, none skipped.
         assert all((y - x) == timedelta(seconds=1) for x, y in zip(fires, fires[1:], strict=False)), fires
 
@@ -61,11 +61,15 @@ async def test_every_second_from_two_replicas_once_each_and_on_after_one_is_kill
         # 30 s safety recheck). Whichever fired last, a goes on at once.
         b.kill()
         killed_at = datetime.now(UTC)
-        await asyncio.sleep(3.5)
-        after = _fires(await _jobs(ca, "ticks"), "tick")
+
+        async def two_fires_later() -> list[datetime]:
+            after = _fires(await _jobs(ca, "ticks"), "tick")
+            later = [t for t in after if t > killed_at + timedelta(seconds=1)]
+            return after if len(later) >= 2 else []
+
+        # The bound is the test: well before a's 30 s safety recheck.
+        after = await aeventually(two_fires_later, timeout_s=10, what="two fires by a after b was killed")
         assert len(after) == len(set(after))
-        later = [t for t in after if t > killed_at + timedelta(seconds=1)]
-        assert len(later) >= 2, (killed_at, after)
         got = (await ca.get("/v1/schedules/tick")).json()
         assert ts(got["last_fired_at"]) == after[-1]
         assert got["last_job_id"] == str((await _jobs(ca, "ticks"))[-1]["id"])
@@ -77,15 +81,23 @@ async def _claim_waiting(c: httpx.AsyncClient, queue: str, wait_ms: int) -> tupl
     return r.json()["leases"], time.time()
 
 
-async def _idle(c: httpx.AsyncClient) -> None:
-    await asyncio.sleep(0.3)  # the long-poll has looked and found nothing: it sleeps
+async def _at_least(c: httpx.AsyncClient, queue: str, n: int) -> list[dict[str, object]]:
+    jobs = await _jobs(c, queue)
+    return jobs if len(jobs) >= n else []
+
+
+async def _idle(server: LiveServer, since: datetime) -> None:
+    """Until the long-poll has looked and found nothing: it sleeps."""
+    await aeventually(lambda: claim_looked_since(server, since), poll_s=0.02,
+                      what="the long-poll having looked")
 
 
 async def test_a_fire_is_claimable_by_a_waiting_worker_within_a_second(live_server: LiveServer) -> None:
     async with httpx.AsyncClient(base_url=live_server.url, timeout=30) as c:
         at = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+        since = database_now(live_server.database_url)
         claim = asyncio.create_task(_claim_waiting(c, "at-q", 10_000))
-        await _idle(c)
+        await _idle(live_server, since)
         r = await c.put("/v1/schedules/once", json={
             "cron": f"{at.second} {at.minute} {at.hour} * * *", "misfire": "skip",
             "job": {"queue": "at-q", "type": "t"}})
@@ -96,9 +108,10 @@ async def test_a_fire_is_claimable_by_a_waiting_worker_within_a_second(live_serv
         assert 0 <= answered - at.timestamp() < PRECISION_S
 
 
-async def _delayed_claim(c: httpx.AsyncClient, queue: str, delay_s: float) -> float:
+async def _delayed_claim(server: LiveServer, c: httpx.AsyncClient, queue: str, delay_s: float) -> float:
+    since = database_now(server.database_url)
     claim = asyncio.create_task(_claim_waiting(c, queue, int((delay_s + 5) * 1000)))
-    await _idle(c)
+    await _idle(server, since)
     r = await c.post("/v1/jobs", json={"queue": queue, "type": "t", "delay_ms": int(delay_s * 1000)})
     assert r.status_code == 201, r.text
     visible = ts(r.json()["visible_at"]).timestamp()
@@ -109,12 +122,12 @@ async def _delayed_claim(c: httpx.AsyncClient, queue: str, delay_s: float) -> fl
 
 async def test_a_short_delay_is_claimable_by_a_waiting_worker_within_a_second(live_server: LiveServer) -> None:
     async with httpx.AsyncClient(base_url=live_server.url, timeout=30) as c:
-        late = await _delayed_claim(c, "short-delay", 1.5)
+        late = await _delayed_claim(live_server, c, "short-delay", 1.5)
         assert 0 <= late < PRECISION_S, late
 
 
 @pytest.mark.slow
 async def test_a_delay_past_the_timer_horizon_is_claimable_within_a_second(live_server: LiveServer) -> None:
     async with httpx.AsyncClient(base_url=live_server.url, timeout=30) as c:
-        late = await _delayed_claim(c, "long-delay", DELAYED_WAKE_MAX_S + 2.0)
+        late = await _delayed_claim(live_server, c, "long-delay", DELAYED_WAKE_MAX_S + 2.0)
         assert 0 <= late < PRECISION_S, late

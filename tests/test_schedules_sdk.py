@@ -4,7 +4,6 @@ server and the SDK agree on every field and on the listing's shape; /metrics cou
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from jobq.client import AsyncClient, Client, NotFound, ValidationError
 from tests.conftest import LiveServer
 from tests.test_cli import jobq
+from tests.waiting import eventually
 
 
 def test_sync_sdk_round_trip(live_server: LiveServer) -> None:
@@ -56,10 +56,8 @@ async def test_async_sdk_round_trip(live_server: LiveServer) -> None:
 def test_fires_show_in_the_schedule_and_in_metrics(live_server: LiveServer) -> None:
     with Client(live_server.url) as c:
         c.put_schedule("ticker", cron="* * * * * *", type="tick", queue="tq")
-        deadline = time.monotonic() + 10
-        while (s := c.get_schedule("ticker")).last_job_id is None:
-            assert time.monotonic() < deadline, s
-            time.sleep(0.1)
+        s = eventually(lambda: (now := c.get_schedule("ticker")).last_job_id is not None and now,
+                       poll_s=0.1, what="a first fire of ticker")
         assert c.get(s.last_job_id).idempotency_key.startswith("schedule:ticker:")  # type: ignore[union-attr]
     text = httpx.get(live_server.url + "/metrics").text
     fires = [ln for ln in text.splitlines() if ln.startswith('jobq_schedule_fires_total{schedule="ticker"}')]

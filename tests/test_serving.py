@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from jobq.api.serving import HttpProtocol
 from tests.conftest import free_port
+from tests.waiting import aeventually
 
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -24,7 +25,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         for i in range(3):
             await send({"type": "http.response.body", "body": b"chunk%d;" % i, "more_body": True})
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # a slow handler, by design
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return
     body = path.encode()
@@ -42,9 +43,8 @@ async def served() -> AsyncIterator[tuple[str, int]]:
                                            log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(30):
-            while not server.started and not task.done():  # noqa: ASYNC110 - no event to await
-                await asyncio.sleep(0.005)
+        await aeventually(lambda: server.started or task.done(), timeout_s=30, poll_s=0.005,
+                          what="uvicorn started")
         if task.done():
             task.result()
         yield "127.0.0.1", port

@@ -15,6 +15,8 @@ import pytest
 
 from jobq.worker import Worker
 from tests.conftest import LiveServer
+from tests.helpers import claim_looked_since, clients_connected, database_now
+from tests.waiting import aeventually
 
 LONG_POLLS = 8
 WAIT_MS = 25_000
@@ -30,10 +32,12 @@ async def _long_poll(url: str, queue: str) -> httpx.Response:
 
 
 async def _attached(server: LiveServer, queue: str) -> list[asyncio.Task[httpx.Response]]:
+    since = database_now(server.database_url)
     polls = [asyncio.create_task(_long_poll(server.url, queue)) for _ in range(LONG_POLLS)]
-    # Enough for them to connect and go idle; one that has not yet is answered alike (it
-    # claims once and finds nothing), so this is no race the assertions depend on.
-    await asyncio.sleep(1.0)
+    # Until they are connected and a claim has looked and found nothing; one that has not
+    # looked yet is answered alike (it claims once and finds nothing).
+    await aeventually(lambda: clients_connected(server) >= LONG_POLLS and claim_looked_since(server, since),
+                      poll_s=0.02, what=f"{LONG_POLLS} long-polls attached")
     assert not any(p.done() for p in polls)
     return polls
 
@@ -125,11 +129,15 @@ async def test_a_worker_takes_the_stop_as_ask_again(database_url: str,
     worker = Worker(server.url, queues=["quiet"], handlers={"t": lambda job: None},
                     concurrency=2, wait_ms=WAIT_MS)
     caplog.set_level(logging.INFO, logger="jobq")
+    since = database_now(server.database_url)
     running = asyncio.create_task(worker.run_async())
     try:
-        await asyncio.sleep(1.0)  # attached and idle
+        await aeventually(lambda: claim_looked_since(server, since), poll_s=0.02,
+                          what="the worker's long-poll attached and idle")
         took = await _stop_and_time(server, signal.SIGTERM)
-        await asyncio.sleep(1.5)  # it asks again, and finds nobody
+        # It asks again, and finds nobody: a warning while it backs off.
+        await aeventually(lambda: any("claim failed" in r.getMessage() for r in caplog.records),
+                          what="the worker's claim refused after the stop")
     finally:
         worker.stop()
         await asyncio.wait_for(running, 30)

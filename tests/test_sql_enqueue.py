@@ -26,7 +26,8 @@ from psycopg import sql
 from jobq.store.migrate import alembic_config, engine
 from tests import pg
 from tests.conftest import LiveServer, make_settings, running_app
-from tests.helpers import claim
+from tests.helpers import claim, claim_looked_since, database_now, long_polls_idle
+from tests.waiting import aeventually
 
 # Only a bell can bring a job to a long-poll this short before its wait ends: the idle
 # re-check (jobq.core.wakeups.SAFETY_RECHECK_S) is 5 s.
@@ -63,12 +64,6 @@ def asgi(app: FastAPI) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jobq", timeout=30)
 
 
-async def idle(app: FastAPI, queue: str, n: int = 1) -> None:
-    async with asyncio.timeout(10):
-        await app.state.ctx.wakeups.notifications.listening.wait()
-        await app.state.ctx.wakeups.until_idle(queue, n)
-
-
 async def long_poll(c: httpx.AsyncClient, queue: str, worker: str = "w1") -> list[dict[str, Any]]:
     r = await c.post("/v1/leases", json={"worker_id": worker, "queues": [queue], "wait_ms": WAIT_MS})
     assert r.status_code == 200, r.text
@@ -82,6 +77,13 @@ def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 # ------------------------------------------------------------------ transactions and wake-ups
+
+
+async def idle(app: FastAPI, queue: str, n: int = 1) -> None:
+    """The long-polls sleep, and the service LISTENs: a commit's NOTIFY reaches them."""
+    async with asyncio.timeout(10):
+        await app.state.ctx.wakeups.notifications.listening.wait()
+    await long_polls_idle(app, queue, n)
 
 
 async def test_a_rolled_back_enqueue_never_appears(client: httpx.AsyncClient, database_url: str) -> None:
@@ -102,7 +104,8 @@ async def test_a_committed_enqueue_wakes_an_idle_long_poll(app: FastAPI, databas
         await idle(app, "outbox")
         with psycopg.connect(database_url) as conn:
             job_id = enqueue_sql(conn, queue="outbox")
-            # Not before commit: the NOTIFY is sent at commit, and the row is invisible.
+            # Not before commit: the NOTIFY is sent at commit, and the row is invisible. The
+            # time is the window in which a wake before the commit would show.
             await asyncio.sleep(0.2)
             assert not poll.done()
         leases = await poll
@@ -126,10 +129,12 @@ async def test_two_enqueues_in_one_transaction_wake_two_long_polls(app: FastAPI,
 
 async def test_a_live_serve_long_poll_is_woken_by_a_commit(live_server: LiveServer) -> None:
     async with httpx.AsyncClient(base_url=live_server.url, timeout=30) as c:
+        since = database_now(live_server.database_url)
         poll = asyncio.create_task(long_poll(c, "outbox"))
-        # The in-process test above orders this with the service's own probe; here a pause
-        # lets the claim look and go idle first (were it late, it would find the job itself).
-        await asyncio.sleep(1.0)
+        # The in-process test above orders this with the service's own probe; here the
+        # service's claim is seen in pg_stat_activity to have looked and found nothing.
+        await aeventually(lambda: claim_looked_since(live_server, since), poll_s=0.02,
+                          what="the long-poll having looked")
         with psycopg.connect(live_server.database_url) as conn:
             job_id = enqueue_sql(conn, queue="outbox", payload={"a": 1})
         leases = await poll

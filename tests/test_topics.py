@@ -16,6 +16,7 @@ from jobq.api.schemas import JobCreate, TopicPublish
 from jobq.core import enqueue, tokens
 from jobq.domain.access import Role
 from tests.helpers import claim, patch_queue, problem, retry_after, total, validation
+from tests.waiting import aeventually
 
 QUEUES = ("billing", "emails", "search")
 
@@ -354,8 +355,8 @@ async def test_an_unsubscribe_waits_for_a_publish_in_progress(
     monkeypatch.setattr(enqueue, "insert_many", real_insert_many)
     unsubscribe = asyncio.create_task(client.delete("/v1/topics/orders.placed/subscriptions/search"))
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as watch:
-        # Until the DELETE is seen waiting for a lock in the database; an answer first fails.
-        for _ in range(1000):
+
+        async def delete_waits_for_a_lock() -> bool:
             assert not unsubscribe.done(), "the unsubscribe answered while a publish was open"
             cur = await watch.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
@@ -363,11 +364,10 @@ async def test_an_unsubscribe_waits_for_a_publish_in_progress(
             )
             row = await cur.fetchone()
             assert row is not None
-            if row[0]:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            pytest.fail("the unsubscribe never reached the database")
+            return bool(row[0])
+
+        # Until the DELETE is seen waiting for a lock in the database; an answer first fails.
+        await aeventually(delete_waits_for_a_lock, what="the unsubscribe waiting for a lock in the database")
     assert not publish.done() and not unsubscribe.done()
     commit.set()
     answered = await publish

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests import pg
 from tests.conftest import ROOT, LiveServer
+from tests.waiting import eventually
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "tests" / "artifacts" / "ui"
@@ -67,17 +68,6 @@ def shot(page: Page, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
-
-
-def wait_until(check: Callable[[], Any], timeout_s: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.1)
 
 
 def enqueue(api: httpx.Client, queue: str, type_: str = "t", **body: Any) -> dict[str, Any]:
@@ -202,18 +192,18 @@ def test_replay_and_purge_dead_jobs_from_the_page(page: Page, api: httpx.Client,
     shot(page, "dead")
 
     page.locator(f'tr[data-job="{one["id"]}"] button[data-act="replay-one"]').click()
-    wait_until(lambda: job_status(api, one["id"]) == "pending")
+    eventually(lambda: job_status(api, one["id"]) == "pending", poll_s=0.1, what="the replayed job pending")
     expect(page.locator(f'tr[data-job="{one["id"]}"]')).to_have_count(0)
 
     page.locator(f'tr[data-job="{two["id"]}"] button[data-act="purge-one"]').click()
-    wait_until(lambda: job_status(api, two["id"]) is None)
+    eventually(lambda: job_status(api, two["id"]) is None, poll_s=0.1, what="the purged job gone")
 
     # filtered: purge every dead job of dl-img, with the confirmation accepted
     dead_job(api, "dl-mail", "kept")
     page.goto(live_server.url + "/ui#/dead?queue=dl-img")
     expect(page.locator("tr[data-job]")).to_have_count(1)
     page.get_by_role("button", name="Purge all matching").click()
-    wait_until(lambda: job_status(api, other["id"]) is None)
+    eventually(lambda: job_status(api, other["id"]) is None, poll_s=0.1, what="dl-img's dead job purged")
     dead_mail = api.get("/v1/jobs", params={"status": "dead", "queue": "dl-mail"}).json()["jobs"]
     assert len(dead_mail) == 1  # the other queue's dead job is still there
 
@@ -225,6 +215,8 @@ def test_declined_confirmation_purges_nothing(page: Page, api: httpx.Client, liv
     expect(page.locator("tr[data-job]")).to_have_count(1)
     page.get_by_role("button", name="Purge all matching").click()
     page.locator(f'tr[data-job="{job["id"]}"] button[data-act="purge-one"]').click()
+    # Both dialogs were dismissed before the clicks returned; the time is the window in which
+    # a purge wrongly sent anyway would land.
     page.wait_for_timeout(500)
     assert job_status(api, job["id"]) == "dead"
 
@@ -234,15 +226,16 @@ def test_pause_and_resume_from_the_page(page: Page, api: httpx.Client, live_serv
     page.goto(live_server.url + "/ui")
     row = page.locator('tr[data-queue="pz"]')
     row.get_by_role("button", name="Pause").click()
-    wait_until(lambda: api.get("/v1/queues/pz").json()["settings"]["paused"])
+    eventually(lambda: api.get("/v1/queues/pz").json()["settings"]["paused"], poll_s=0.1, what="pz paused")
     expect(row.locator(".badge.paused")).to_be_visible()
-    # paused: a claim gets nothing (the pause reaches claims within 1 s)
+    # paused: a claim gets nothing (the pause reaches claims within 1 s; the time is the test)
     time.sleep(1.2)
     assert lease(api, "pz") is None
     shot(page, "queues-paused")
     row.get_by_role("button", name="Resume").click()
-    wait_until(lambda: not api.get("/v1/queues/pz").json()["settings"]["paused"])
-    got = wait_until(lambda: lease(api, "pz"), timeout_s=5)
+    eventually(lambda: not api.get("/v1/queues/pz").json()["settings"]["paused"], poll_s=0.1,
+               what="pz resumed")
+    got = eventually(lambda: lease(api, "pz"), poll_s=0.1, what="pz's job claimable again")
     assert got["job"]["id"] == job["id"]
 
 
@@ -254,7 +247,7 @@ def test_job_page_shows_payload_attempts_and_error_history(
         got = lease(api, "jp")
         assert got is not None
         fail(api, got, err, retry_in_ms=0)
-        wait_until(lambda: job_status(api, job["id"]) == "failed")
+        eventually(lambda: job_status(api, job["id"]) == "failed", poll_s=0.1, what="the job failed")
     page.goto(live_server.url + f"/ui#/job/{job['id']}")
     expect(page.locator("#errors tbody tr")).to_have_count(2)
     errors = page.locator("#errors tbody tr td.wrap").all_inner_texts()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -24,7 +24,9 @@ from jobq.core.wakeups import GENERATIONS_KEPT, Waiter, Wakeups
 from jobq.store.db import Database
 from jobq.store.notify import HELLO, HERE, parse_payload
 from tests.conftest import LiveServer, free_port, make_settings, running_app
+from tests.helpers import claim_looked_since, database_now, long_polls_idle
 from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many
+from tests.waiting import aeventually
 
 # The safety re-check of an idle long-poll is 5 s; a bell that is passed on arrives well
 # before that, even on a busy machine.
@@ -228,19 +230,6 @@ def board_of(app: FastAPI) -> Wakeups:
     return app.state.ctx.wakeups  # type: ignore[no-any-return]
 
 
-async def idle(board: Wakeups, queue: str, n: int) -> None:
-    """Until ``n`` long-polls on ``queue`` have looked, found nothing and sleep."""
-    async with asyncio.timeout(10):
-        await board.until_idle(queue, n)
-
-
-async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    """Wait for a condition this process can see but is not told of (a socket closing)."""
-    async with asyncio.timeout(timeout_s):
-        while not condition():  # noqa: ASYNC110 - uvicorn offers no event to await for these
-            await asyncio.sleep(0.005)  # polls the condition: the order comes from it, not the clock
-
-
 class Served:
     """The service on a real socket, in this process: a worker that hangs up is a closed
     connection, as in production, and the test can still read the service's switchboard."""
@@ -264,7 +253,8 @@ async def served(database_url: str) -> AsyncIterator[Served]:
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     task = asyncio.create_task(server.serve())
     try:
-        await until(lambda: server.started or task.done(), timeout_s=30)
+        await aeventually(lambda: server.started or task.done(), timeout_s=30, poll_s=0.005,
+                          what="uvicorn started")
         if task.done():
             task.result()  # raises why it did not start
         yield Served(app, server, f"http://127.0.0.1:{port}")
@@ -277,7 +267,7 @@ async def test_a_batch_reaches_every_idle_worker(app: FastAPI, client: httpx.Asy
     # Six jobs at once, six idle workers taking one each: the bell rings for six.
     polls = [asyncio.create_task(claim(client, ["herd"], worker_id=f"w{i}", wait_ms=10_000))
              for i in range(6)]
-    await idle(board_of(app), "herd", 6)
+    await long_polls_idle(board_of(app), "herd", 6)
     await enqueue_many(client, [{"type": "t", "queue": "herd"}] * 6)
     clock = Stopwatch()
     got = await asyncio.wait_for(asyncio.gather(*polls), 12)
@@ -289,11 +279,11 @@ async def test_one_job_goes_to_one_waiter_and_the_rest_wait_on(app: FastAPI, cli
     board = board_of(app)
     polls = [asyncio.create_task(claim(client, ["one"], worker_id=f"w{i}", wait_ms=10_000))
              for i in range(4)]
-    await idle(board, "one", 4)
+    await long_polls_idle(board, "one", 4)
     first = await enqueue(client, queue="one")
     done, waiting = await asyncio.wait(polls, timeout=PASSED_ON_S, return_when=asyncio.FIRST_COMPLETED)
     assert [[le["job"]["id"] for le in t.result()] for t in done] == [[first["id"]]]
-    await idle(board, "one", 3)
+    await long_polls_idle(board, "one", 3)
     assert all(not t.done() for t in waiting), "the others go on waiting"
     second = await enqueue(client, queue="one")
     done, waiting = await asyncio.wait(waiting, timeout=PASSED_ON_S, return_when=asyncio.FIRST_COMPLETED)
@@ -309,13 +299,14 @@ async def test_a_hung_up_long_poll_passes_the_bell_on(database_url: str) -> None
             httpx.AsyncClient(base_url=server.url, timeout=30) as stayer:
         # The quitter waits longest, so the next job's bell rings it first.
         dead = asyncio.create_task(claim(quitter, ["hang"], worker_id="quitter", wait_ms=20_000))
-        await idle(server.board, "hang", 1)
+        await long_polls_idle(server.board, "hang", 1)
         alive = asyncio.create_task(claim(stayer, ["hang"], worker_id="stayer", wait_ms=20_000))
-        await idle(server.board, "hang", 2)
+        await long_polls_idle(server.board, "hang", 2)
         dead.cancel()  # the worker hangs up; the server finds out when the bell rings it
         await asyncio.gather(dead, return_exceptions=True)
         await quitter.aclose()
-        await until(lambda: server.connections == 1)  # the server saw the quitter's socket close
+        # the server saw the quitter's socket close
+        await aeventually(lambda: server.connections == 1, poll_s=0.005, what="one connection left")
         job = await enqueue(stayer, queue="hang")
         clock = Stopwatch()
         leases = await asyncio.wait_for(alive, 25)
@@ -330,9 +321,9 @@ async def test_a_claim_filled_from_an_earlier_queue_passes_the_bell_on(
     # claims "first" before "second" and is full: the bell for "second" must go to "b".
     board = board_of(app)
     a = asyncio.create_task(claim(client, ["first", "second"], worker_id="a", wait_ms=10_000))
-    await idle(board, "second", 1)
+    await long_polls_idle(board, "second", 1)
     b = asyncio.create_task(claim(client, ["second"], worker_id="b", wait_ms=10_000))
-    await idle(board, "second", 2)
+    await long_polls_idle(board, "second", 2)
     jobs = await enqueue_many(client, [{"type": "t", "queue": "second"}, {"type": "t", "queue": "first"}])
     clock = Stopwatch()
     got_a, got_b = await asyncio.wait_for(asyncio.gather(a, b), 12)
@@ -353,12 +344,12 @@ async def test_a_bell_no_local_waiter_answers_reaches_another_replica(database_u
         await board_of(there).notifications.listening.wait()
         dead = asyncio.create_task(claim(quitter, ["xh"], worker_id="quitter", wait_ms=20_000))
         alive = asyncio.create_task(claim(stayer, ["xh"], worker_id="stayer", wait_ms=20_000))
-        await idle(here.board, "xh", 1)
-        await idle(board_of(there), "xh", 1)
+        await long_polls_idle(here.board, "xh", 1)
+        await long_polls_idle(board_of(there), "xh", 1)
         dead.cancel()
         await asyncio.gather(dead, return_exceptions=True)
         await quitter.aclose()
-        await until(lambda: here.connections == 0)
+        await aeventually(lambda: here.connections == 0, poll_s=0.005, what="no connection left")
         job = await enqueue(producer, queue="xh")
         clock = Stopwatch()
         leases = await asyncio.wait_for(alive, 25)
@@ -372,9 +363,9 @@ async def test_a_delayed_job_reaches_a_waiter_its_bell_skipped(app: FastAPI, cli
     # timer at the job's visible time rings "long" then.
     board = board_of(app)
     short = asyncio.create_task(claim(client, ["later"], worker_id="short", wait_ms=700))
-    await idle(board, "later", 1)
+    await long_polls_idle(board, "later", 1)
     long = asyncio.create_task(claim(client, ["later"], worker_id="long", wait_ms=15_000))
-    await idle(board, "later", 2)
+    await long_polls_idle(board, "later", 2)
     job = await enqueue(client, queue="later", delay_ms=1500)
     clock = Stopwatch()
     assert await asyncio.wait_for(short, 5) == []
@@ -391,11 +382,14 @@ async def test_replicas_greet_each_other_and_wake_each_others_waiters(
     a_srv, b_srv = replicas
     async with httpx.AsyncClient(base_url=a_srv.url, timeout=30) as a, \
             httpx.AsyncClient(base_url=b_srv.url, timeout=30) as b:
+        servers = {a: a_srv, b: b_srv}
         for here, there, queue in ((a, b, "ra"), (b, a, "rb"), (a, b, "ra2")):
+            since = database_now(a_srv.database_url)
             waiting = asyncio.create_task(claim(there, [queue], worker_id="w", wait_ms=15_000))
-            # Time for the long-poll to look and go idle; had it not, it would find the job
-            # on its first look: the test would prove less, never fail wrongly.
-            await asyncio.sleep(0.5)
+            # Until the long-poll has looked and found nothing: it sleeps, and only a bell
+            # from the other replica wakes it before its 5 s re-check.
+            await aeventually(lambda: claim_looked_since(servers[there], since), poll_s=0.02,  # noqa: B023
+                              what=f"the long-poll on {queue} having looked")
             assert not waiting.done()
             job = await enqueue(here, queue=queue)
             clock = Stopwatch()
