@@ -197,15 +197,16 @@ class Database:
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         # The hot path of every request: the pool's getconn/putconn without the layers of
         # context managers ``connection`` stacks (about 5% of the service's CPU in single
-        # mode).
-        for attempt in range(_RETRIES):
-            try:
-                with self.translate():
+        # mode). The retry is inside the translation, not under it: translated, a deadlock
+        # (an OperationalError) was already a 503 "unreachable" when the retry looked for it.
+        with self.translate():
+            for attempt in range(_RETRIES):
+                try:
                     return await self._fetch_once(sql, params)
-            except _RETRYABLE:
-                if attempt == _RETRIES - 1:
-                    raise
-                await asyncio.sleep(0.01 * (attempt + 1))
+                except _RETRYABLE:
+                    if attempt == _RETRIES - 1:
+                        raise
+                    await asyncio.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
 
     async def _fetch_once(self, sql: str, params: Mapping[str, Any] | None) -> list[Row]:
@@ -294,6 +295,12 @@ class _Translate:
         if isinstance(exc, _READ_ONLY):
             raise Unavailable("the database takes no writes now (read-only: a standby, or a "
                               "failover under way)", self.retry_after_s) from exc
+        if isinstance(exc, _RETRYABLE):
+            # Retried already where a statement can be (``fetch``); a transaction's body
+            # cannot be run again from here. Either way the database is there.
+            raise Unavailable("the database ended this request's transaction in a conflict with "
+                              "another (a deadlock or serialization failure); try again",
+                              self.retry_after_s) from exc
         if isinstance(exc, psycopg.errors.QueryCanceled):
             raise Unavailable("the database did not answer in time", self.retry_after_s) from exc
         if isinstance(exc, (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError)):
