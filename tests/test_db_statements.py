@@ -1,5 +1,5 @@
-"""Database.fetch runs statements it prepared itself on each connection (jobq.store.db): what
-could unsettle that bookkeeping still answers as a plain execute would."""
+"""Database.fetch prepares its statements on each connection (psycopg's ``prepare=True``, in
+jobq.store.db): what could unsettle that bookkeeping still answers as a plain execute would."""
 
 from __future__ import annotations
 
@@ -30,10 +30,20 @@ async def test_statements_prepared_before_a_discard_answer_after_it(database: Da
 
 
 async def test_past_the_prepared_limit_statements_still_answer(
-        database: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_db, "PREPARED_MAX", 3)
-    for i in range(6):  # six shapes on one connection: three prepared, three run plainly
-        assert await database.fetch(f"SELECT %(n)s::int * {i} AS m", {"n": 2}) == [{"m": 2 * i}]
+        database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_db, "PREPARED_MAX", 3)  # read when a connection is made
+    database = Database(database_url, pool_size=1, timeout_s=5, retry_after_s=1)
+    await database.open(wait=True)
+    try:
+        # Six shapes on one connection, twice: past three, the least recently used goes.
+        for _ in range(2):
+            for i in range(6):
+                assert await database.fetch(f"SELECT %(n)s::int * {i} AS m", {"n": 2}) == [{"m": 2 * i}]
+        # Three kept, and this count's own (psycopg deallocates the oldest after it runs).
+        assert await database.fetch(
+            "SELECT count(*) AS c FROM pg_prepared_statements WHERE NOT from_sql") == [{"c": 4}]
+    finally:
+        await database.close()
 
 
 async def test_parameters_of_other_types_get_their_own_statement(database: Database) -> None:

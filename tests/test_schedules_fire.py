@@ -95,7 +95,7 @@ async def test_a_fired_job_is_the_template(ctx: Context, clock: FakeClock, datab
     clock.t = T0 + MINUTE
     [fired] = (await sched.fire_due(ctx)).fired
     job = fired.job
-    assert (job["queue"], job["type"], job["payload"], job["priority"], job["max_attempts"], job["status"]) == (
+    assert (job.queue, job.type, job.payload, job.priority, job.max_attempts, job.status) == (
         "rq", "report", {"a": [1, 2]}, 7, 3, "pending")
 
 
@@ -192,7 +192,7 @@ async def test_a_crash_between_enqueue_and_bookkeeping_still_makes_one_job(
                                             idempotency_key=fire_key("crashy", T0 + MINUTE)))
     clock.t = T0 + MINUTE
     turn = await sched.fire_due(ctx)
-    assert [(f.job["id"], f.created) for f in turn.fired] == [(earlier.job.id, False)]
+    assert [(f.job.id, f.created) for f in turn.fired] == [(earlier.job.id, False)]
     assert [i for i, _ in _jobs(database_url)] == [earlier.job.id]
     got = await sched.get(ctx, "crashy")
     assert got["last_job_id"] == str(earlier.job.id) and got["next_fire_at"] == T0 + 2 * MINUTE

@@ -11,6 +11,7 @@ from jobq.core.events import Events
 from jobq.core.wakeups import Wakeups
 from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.domain.schedules import Clock, SystemClock
+from jobq.store import records
 from jobq.store.db import Database
 from jobq.store.notify import SCHEDULES
 from jobq.store.queries import Q
@@ -59,7 +60,7 @@ class Context:
             return
         async with self.db.connection() as conn:
             for name in sorted(missing):
-                await conn.execute(Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": name})
+                await self.db.run(conn, Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": name})
         self.known_queues.update(missing)
 
     async def refresh_caps(self, names: list[str]) -> None:
@@ -67,9 +68,8 @@ class Context:
         stale = [n for n in names if now - self._caps_read_at.get(n, -CAPS_TTL_S) >= CAPS_TTL_S]
         if not stale:
             return
-        rows = await self.db.fetch(Q.QueueCaps, {"queues": stale})
-        for row in rows:
-            self.claim_settings[row["name"]] = ClaimSettings(row["max_running"], row["aging_ms"])
+        for caps in map(records.queue_caps, await self.db.fetch(Q.QueueCaps, {"queues": stale})):
+            self.claim_settings[caps.name] = ClaimSettings(caps.max_running, caps.aging_ms)
         for n in stale:
             self._caps_read_at[n] = now
 

@@ -6,10 +6,13 @@ Prometheus sums replicas). Reading them out, with the database's gauges, is ``co
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+
+from jobq.store.records import JobChange
 
 # No `*_created` twin of every counter and histogram (the Unix time each series began): it
 # doubles the lines /metrics prints, and Prometheus' own rate() does not need it.
@@ -57,26 +60,26 @@ def schedule_missed(schedule: str, n: int) -> None:
         SCHEDULE_MISFIRES.labels(schedule).inc(n)
 
 
-def observe(event: str, rows: Sequence[Mapping[str, Any]]) -> None:
+def observe(event: str, changes: Sequence[JobChange]) -> None:
     # Label children are looked up in our own dicts: ``labels()`` takes a lock and builds
     # its key on every call, and runs for every request.
-    histogram, start_key, end_key = _TIMED.get(event, (None, "", ""))
-    if len(rows) == 1:  # single mode: no per-queue tally to build
-        row = rows[0]
-        q = row.get("queue") or "?"
+    histogram, times = _TIMED.get(event, (None, _NO_TIMES))
+    if len(changes) == 1:  # single mode: no per-queue tally to build
+        change = changes[0]
+        q = change.queue or "?"
         _job_counter(q, event).inc()
         if histogram is not None:
-            start, end = row.get(start_key), row.get(end_key)
+            start, end = times(change)
             if start and end:
                 _timer(histogram, q).observe(max((end - start).total_seconds(), 0.0))
         return
     counts: dict[str, int] = {}
-    for row in rows:
-        q = row.get("queue") or "?"
+    for change in changes:
+        q = change.queue or "?"
         counts[q] = counts.get(q, 0) + 1
         if histogram is None:
             continue
-        start, end = row.get(start_key), row.get(end_key)
+        start, end = times(change)
         if start and end:
             _timer(histogram, q).observe(max((end - start).total_seconds(), 0.0))
     for q, n in counts.items():
@@ -101,10 +104,19 @@ def _timer(histogram: Histogram, queue: str) -> Any:
     return child
 
 
-# event -> (histogram, the row's start and end times)
-_TIMED: dict[str, tuple[Histogram, str, str]] = {
-    "claimed": (PICKUP_SECONDS, "visible_at", "claimed_at"),
-    "completed": (RUN_SECONDS, "claimed_at", "completed_at"),
+Times = Callable[[JobChange], tuple[datetime | None, datetime | None]]
+
+
+def _no_times(change: JobChange) -> tuple[datetime | None, datetime | None]:
+    return None, None
+
+
+_NO_TIMES: Times = _no_times
+
+# event -> (histogram, the change's start and end times)
+_TIMED: dict[str, tuple[Histogram, Times]] = {
+    "claimed": (PICKUP_SECONDS, lambda c: (c.visible_at, c.claimed_at)),
+    "completed": (RUN_SECONDS, lambda c: (c.claimed_at, c.completed_at)),
 }
 
 

@@ -6,6 +6,7 @@ from collections import Counter
 
 from jobq.core.context import Context
 from jobq.domain.errors import InvalidState
+from jobq.store import records
 from jobq.store.queries import Q
 
 BATCH = 1000
@@ -16,13 +17,14 @@ async def _batched(ctx: Context, sql: str, queue: str | None, type_: str | None,
     done = 0
     while limit is None or done < limit:
         size = BATCH if limit is None else min(BATCH, limit - done)
-        rows = await ctx.db.fetch(sql, {"queue": queue, "type": type_, "limit": size, "scope": scope})
-        if rows:
-            ctx.events.emit(event, rows)
+        changed = records.changes(
+            await ctx.db.fetch(sql, {"queue": queue, "type": type_, "limit": size, "scope": scope}))
+        if changed:
+            ctx.events.emit(event, changed)
             if event == "replayed":
-                ctx.wakeups.publish(Counter(r["queue"] for r in rows))
-        done += len(rows)
-        if len(rows) < size:
+                ctx.wakeups.publish(Counter(c.queue for c in changed))
+        done += len(changed)
+        if len(changed) < size:
             break
     return done
 
@@ -47,4 +49,4 @@ async def purge_one(ctx: Context, job_id: str, scope: str | None = None) -> None
     if row is None:
         current = await get(ctx, job_id, scope)  # raises NotFound
         raise InvalidState(f"job {job_id} is {current.status}: only a dead job can be purged")
-    ctx.events.emit("purged", [row])
+    ctx.events.emit("purged", [records.change(row)])

@@ -13,8 +13,9 @@ from jobq.domain.errors import IdempotencyConflict, QueueFull
 from jobq.domain.jobs import Job, NewJob
 from jobq.domain.jsontext import same_json
 from jobq.store import records
-from jobq.store.db import Connection, Row, dumps_json
+from jobq.store.db import Connection, dumps_json
 from jobq.store.queries import Q
+from jobq.store.records import JobChange
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,24 +55,24 @@ class ReplayRule:
     """When a job found by its idempotency key is the one asked for again (a replay), and
     what differs otherwise (for the 409's detail)."""
 
-    same: Callable[[Row, NewJob], bool]
+    same: Callable[[Job, NewJob], bool]
     differs: str
 
 
 SAME_TYPE_AND_PAYLOAD = ReplayRule(
-    lambda existing, job: existing["type"] == job.type and same_json(existing["payload"], job.payload),
+    lambda existing, job: existing.type == job.type and same_json(existing.payload, job.payload),
     "type or payload",
 )
 """The rule of POST /v1/jobs and /v1/jobs/batch."""
 
 
-def _replay(existing: Row, job: NewJob, rule: ReplayRule = SAME_TYPE_AND_PAYLOAD) -> Enqueued:
+def _replay(existing: Job, job: NewJob, rule: ReplayRule = SAME_TYPE_AND_PAYLOAD) -> Enqueued:
     if not rule.same(existing, job):
         raise IdempotencyConflict(
             f"idempotency key {job.idempotency_key!r} in queue {job.queue!r} already names "
-            f"job {existing['id']} with a different {rule.differs}"
+            f"job {existing.id} with a different {rule.differs}"
         )
-    return Enqueued(records.job(existing), created=False)
+    return Enqueued(existing, created=False)
 
 
 def _full(queue: str, ctx: Context) -> QueueFull:
@@ -86,15 +87,16 @@ async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
     params = _params(job)
     row = await ctx.db.fetch_one(Q.JobInsert, params)
     if row is not None:
-        ctx.wakeups.jobs_added([(job.queue, row["visible_at"])])
-        ctx.events.emit("enqueued", [row])
-        return Enqueued(records.job(row), created=True)
+        new = records.job(row)
+        ctx.wakeups.jobs_added([(job.queue, new.visible_at)])
+        ctx.events.emit("enqueued", [records.change(row)])
+        return Enqueued(new, created=True)
     # Nothing inserted: the key is taken, or the queue is full.
     if job.idempotency_key is not None:
         key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
         existing = await ctx.db.fetch_one(Q.JobGetByIdempotencyKey, key)
         if existing is not None:
-            return _replay(existing, job)
+            return _replay(records.job(existing), job)
     raise _full(job.queue, ctx)
 
 
@@ -108,9 +110,9 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
 
 
 async def insert_many(ctx: Context, conn: Connection, jobs: list[NewJob],
-                      rule: ReplayRule = SAME_TYPE_AND_PAYLOAD) -> tuple[list[Enqueued], list[Row]]:
+                      rule: ReplayRule = SAME_TYPE_AND_PAYLOAD) -> tuple[list[Enqueued], list[JobChange]]:
     """The batch enqueue, in the caller's transaction ``conn`` (its queues exist already):
-    the outcomes in request order, and the rows created, for ``announce`` once committed.
+    the outcomes in request order, and the jobs created, for ``announce`` once committed.
     ``rule`` tells a replay of a key from a conflict (topics have their own).
     Raises ``QueueFull`` or ``IdempotencyConflict``; the caller's rollback then undoes all."""
     if not jobs:
@@ -119,11 +121,12 @@ async def insert_many(ctx: Context, conn: Connection, jobs: list[NewJob],
     db = ctx.db
     rows = await db.run(conn, Q.JobInsertMany, {"jobs": payload})
     results: list[Enqueued] = []
-    created: list[Row] = []
+    created: list[JobChange] = []
     for job, row in zip(jobs, rows, strict=True):
-        if row["id"] is not None:
-            created.append(row)
-            results.append(Enqueued(records.job(row), created=True))
+        new, change = records.inserted(row)
+        if new is not None and change is not None:
+            created.append(change)
+            results.append(Enqueued(new, created=True))
             continue
         # A replay: the key names a job committed before, or one earlier in this batch.
         key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
@@ -131,22 +134,22 @@ async def insert_many(ctx: Context, conn: Connection, jobs: list[NewJob],
         existing = found[0] if found else None
         if existing is None:  # pragma: no cover - the conflict needs a row to exist
             raise IdempotencyConflict(f"idempotency key {job.idempotency_key!r} is in use")
-        results.append(_replay(existing, job, rule))
+        results.append(_replay(records.job(existing), job, rule))
     # The max_depth check comes after the insert, inside the transaction, because only
     # the insert knows which jobs are new: replays (of committed jobs, or of a key earlier
     # in this batch) enqueue nothing and cannot take a queue past its limit. The counters
     # already include this transaction's rows; a raise here rolls all of them back.
-    added = Counter(r["queue"] for r in created)
+    added = Counter(c.queue for c in created)
     if added:
-        for q in await db.run(conn, Q.QueueDepths, {"queues": list(added)}):
-            if q["max_depth"] is not None and q["depth"] > q["max_depth"]:
-                raise _full(q["name"], ctx)
+        for q in map(records.queue_depth, await db.run(conn, Q.QueueDepths, {"queues": list(added)})):
+            if q.max_depth is not None and q.depth > q.max_depth:
+                raise _full(q.name, ctx)
     return results, created
 
 
-def announce(ctx: Context, created: list[Row]) -> None:
+def announce(ctx: Context, created: list[JobChange]) -> None:
     """After the commit of ``insert_many``: wake the workers waiting on those queues, and
     count the jobs in the metrics."""
     if created:
-        ctx.wakeups.jobs_added((job["queue"], job["visible_at"]) for job in created)
+        ctx.wakeups.jobs_added((c.queue, c.visible_at) for c in created)
         ctx.events.emit("enqueued", created)

@@ -4,23 +4,23 @@ the counters and one structured log line per job and event (one record per batch
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 from jobq.core import counters
+from jobq.store.records import JobChange
 
 log = logging.getLogger("jobq.events")
 
 
-def _duration_ms(event: str, row: Mapping[str, Any]) -> int | None:
+def _duration_ms(event: str, change: JobChange) -> int | None:
     """claimed: how long the job waited since visible; completed: how long it ran."""
     start: datetime | None
     end: datetime | None
     if event == "claimed":
-        start, end = row.get("visible_at"), row.get("claimed_at")
+        start, end = change.visible_at, change.claimed_at
     elif event in ("completed", "failed", "dead"):
-        start, end = row.get("claimed_at"), row.get("completed_at")
+        start, end = change.claimed_at, change.completed_at
     else:
         return None
     if start is None or end is None:
@@ -29,8 +29,8 @@ def _duration_ms(event: str, row: Mapping[str, Any]) -> int | None:
 
 
 class Events:
-    def emit(self, event: str, rows: Iterable[Mapping[str, Any]]) -> None:
-        batch = rows if isinstance(rows, list) else list(rows)
+    def emit(self, event: str, changes: Iterable[JobChange]) -> None:
+        batch = changes if isinstance(changes, list) else list(changes)
         counters.observe(event, batch)
         if not batch or not log.isEnabledFor(logging.INFO):
             return
@@ -38,14 +38,14 @@ class Events:
         # One record for the whole batch; the formatters write a line per job (jobq.logs).
         log.info(event, extra={"event": event, "jobs": [
             {
-                "job_id": str(row.get("id")),
-                "queue": row.get("queue"),
-                "type": row.get("type"),
-                "worker_id": row.get("worker_id"),
-                "attempt": row.get("attempt"),
-                "duration_ms": _duration_ms(event, row) if timed else None,
+                "job_id": str(c.id),
+                "queue": c.queue,
+                "type": c.type,
+                "worker_id": c.worker_id,
+                "attempt": c.attempt,
+                "duration_ms": _duration_ms(event, c) if timed else None,
             }
-            for row in batch
+            for c in batch
         ]})
 
 

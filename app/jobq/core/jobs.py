@@ -9,8 +9,8 @@ from jobq.domain.errors import InvalidInput, InvalidState, NotFound
 from jobq.domain.jobs import Job
 from jobq.domain.leases import parse_job_id
 from jobq.store import listing, records
-from jobq.store.db import Row
 from jobq.store.queries import Q
+from jobq.store.records import JobChange
 
 
 def _id(job_id: str) -> int:
@@ -29,25 +29,26 @@ async def get(ctx: Context, job_id: str, scope: str | None = None) -> Job:
     return records.job(row)
 
 
-async def _conditional(ctx: Context, sql: str, job_id: str, verb: str, scope: str | None) -> Row:
+async def _conditional(ctx: Context, sql: str, job_id: str, verb: str,
+                       scope: str | None) -> tuple[Job, JobChange]:
     row = await ctx.db.fetch_one(sql, {"job_id": _id(job_id), "scope": scope})
     if row is not None:
-        return row
+        return records.job(row), records.change(row)
     current = await get(ctx, job_id, scope)  # raises NotFound
     raise InvalidState(f"job {job_id} is {current.status}: it cannot be {verb}")
 
 
 async def cancel(ctx: Context, job_id: str, scope: str | None = None) -> Job:
-    row = await _conditional(ctx, Q.JobCancel, job_id, "cancelled", scope)
-    ctx.events.emit("cancelled", [row])
-    return records.job(row)
+    job, change = await _conditional(ctx, Q.JobCancel, job_id, "cancelled", scope)
+    ctx.events.emit("cancelled", [change])
+    return job
 
 
 async def retry(ctx: Context, job_id: str, scope: str | None = None) -> Job:
-    row = await _conditional(ctx, Q.JobRetry, job_id, "retried", scope)
-    ctx.events.emit("retried", [row])
-    ctx.wakeups.publish({row["queue"]: 1})
-    return records.job(row)
+    job, change = await _conditional(ctx, Q.JobRetry, job_id, "retried", scope)
+    ctx.events.emit("retried", [change])
+    ctx.wakeups.publish({job.queue: 1})
+    return job
 
 
 async def list_jobs(

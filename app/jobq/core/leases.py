@@ -18,11 +18,12 @@ from jobq.domain.jobs import ClaimRequest, Failure, Job, JobStatus
 from jobq.domain.leases import Lease, LeaseRef, parse_lease_id
 from jobq.domain.retry import backoff_ms
 from jobq.store import records
-from jobq.store.db import Row, dumps_json
+from jobq.store.db import dumps_json
 from jobq.store.queries import Q
+from jobq.store.records import Claimed, LeaseState
 
 
-async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) -> list[Row]:
+async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) -> list[Claimed]:
     params: dict[str, Any] = {
         "queue": queue,
         "types": req.types,
@@ -33,30 +34,30 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) 
     settings = ctx.claim_settings.get(queue, ClaimSettings())
     statement = Q.JobClaim if settings.aging_ms is None else Q.JobClaimAged
     if settings.max_running is None:
-        return await ctx.db.fetch(statement, params)
+        return records.claimed(await ctx.db.fetch(statement, params))
     async with ctx.db.transaction() as conn:
-        await conn.execute(Q.QueueClaimLock, {"queue": queue})
-        cur = await conn.execute(Q.QueueRunningSlots, {"queue": queue})
-        slots_row = await cur.fetchone()
-        slots = slots_row["slots"] if slots_row and slots_row["slots"] is not None else limit
+        await ctx.db.run(conn, Q.QueueClaimLock, {"queue": queue})
+        found = await ctx.db.run(conn, Q.QueueRunningSlots, {"queue": queue})
+        slots = records.scalar(found[0] if found else None)
+        if slots is None:
+            slots = limit
         if slots <= 0:
             return []
-        cur = await conn.execute(statement, params | {"limit": min(limit, slots)})
-        return await cur.fetchall()
+        return records.claimed(await ctx.db.run(conn, statement, params | {"limit": min(limit, slots)}))
 
 
 async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
     """One pass over the queues in the order given (Faktory's strict order)."""
     await ctx.refresh_caps(req.queues)
-    claimed: list[Row] = []
+    claimed: list[Claimed] = []
     for queue in req.queues:
         room = req.limit - len(claimed)
         if room <= 0:
             break
         claimed.extend(await _claim_queue(ctx, req, queue, room))
     if claimed:
-        ctx.events.emit("claimed", claimed)
-    return [records.lease(r) for r in claimed]
+        ctx.events.emit("claimed", [c.change for c in claimed])
+    return [c.lease for c in claimed]
 
 
 async def _never() -> bool:
@@ -99,10 +100,11 @@ def _ref(lease_id: str) -> LeaseRef:
 
 async def _why_not(ctx: Context, ref: LeaseRef, lease_id: str, scope: str | None) -> Exception:
     row = await ctx.db.fetch_one(Q.LeaseState, {"job_id": ref.job_id, "scope": scope})
+    state = None if row is None else records.lease_state(row)
     # Tokens only grow: one above the job's latest was never handed out for it.
-    if row is None or row["lease_token"] is None or ref.token > row["lease_token"]:
+    if state is None or state.lease_token is None or ref.token > state.lease_token:
         return NotFound(f"lease {lease_id!r} does not exist")
-    if _completed_by(ref.token, row["lease_token"], row["status"]):
+    if _completed_by(ref.token, state.lease_token, state.status):
         return LeaseLost(f"lease {lease_id!r} is no longer held: it completed the job, whose "
                          "result is stored", already_completed=True)
     return LeaseLost(f"lease {lease_id!r} is no longer held")
@@ -127,7 +129,8 @@ async def heartbeat(ctx: Context, lease_id: str, extend_ms: int | None,
     )
     if row is None:
         raise await _why_not(ctx, ref, lease_id, scope)
-    return row["locked_until"]
+    locked_until: datetime = records.scalar(row)
+    return locked_until
 
 
 async def ack(ctx: Context, lease_id: str, result: Any, scope: str | None = None) -> Job:
@@ -143,7 +146,7 @@ async def ack(ctx: Context, lease_id: str, result: Any, scope: str | None = None
     )
     if row is None:
         raise await _why_not(ctx, ref, lease_id, scope)
-    ctx.events.emit("completed", [row])
+    ctx.events.emit("completed", [records.change(row)])
     return records.job(row)
 
 
@@ -168,16 +171,15 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]],
             body.append({"job_id": ref.job_id, "token": ref.token, "result": result})
     won: set[tuple[int, int]] = set()
     if body:
-        rows = await ctx.db.fetch(Q.LeaseAckMany, {"acks": dumps_json(body), "scope": scope})
-        won = {(r["id"], r["lease_token"]) for r in rows}
-        ctx.events.emit("completed", rows)
+        acked = [records.lease_won(r) for r in
+                 await ctx.db.fetch(Q.LeaseAckMany, {"acks": dumps_json(body), "scope": scope})]
+        won = {(a.job_id, a.lease_token) for a in acked}
+        ctx.events.emit("completed", [a.change for a in acked])
     lost_ids = [ref.job_id for ref in refs if ref is not None and (ref.job_id, ref.token) not in won]
-    current: dict[int, int | None] = {}
-    statuses: dict[int, str] = {}
+    states: dict[int, LeaseState] = {}
     if lost_ids:
-        rows = await ctx.db.fetch(Q.LeaseStateMany, {"job_ids": lost_ids, "scope": scope})
-        current = {r["id"]: r["lease_token"] for r in rows}
-        statuses = {r["id"]: r["status"] for r in rows}
+        states = records.lease_states(
+            await ctx.db.fetch(Q.LeaseStateMany, {"job_ids": lost_ids, "scope": scope}))
     outcomes: list[AckOutcome] = []
     credited: set[tuple[int, int]] = set()
     for ref, (lease_id, _) in zip(refs, acks, strict=True):
@@ -188,13 +190,14 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]],
                 credited.add((ref.job_id, ref.token))
                 outcomes.append(AckOutcome(lease_id, True))
             continue
-        latest = current.get(ref.job_id) if ref is not None else None
+        state = states.get(ref.job_id) if ref is not None else None
+        latest = state.lease_token if state is not None else None
         existed = ref is not None and latest is not None and ref.token <= latest
         if not existed:
             outcomes.append(AckOutcome(lease_id, False, "not_found"))
             continue
-        assert ref is not None
-        ours = _completed_by(ref.token, latest, statuses[ref.job_id])
+        assert ref is not None and state is not None
+        ours = _completed_by(ref.token, latest, state.status)
         outcomes.append(AckOutcome(lease_id, False, "lease_lost", already_completed=ours))
     return outcomes
 
@@ -209,15 +212,16 @@ async def fail(ctx: Context, lease_id: str, failure: Failure, scope: str | None 
         inputs = await ctx.db.fetch_one(Q.LeaseBackoffInputs, key)
         if inputs is None:
             raise await _why_not(ctx, ref, lease_id, scope)
-        delay_ms = backoff_ms(inputs["attempt"], inputs["backoff_base_ms"], inputs["backoff_max_ms"])
+        delay_ms = backoff_ms(*records.backoff_inputs(inputs))
     row = await ctx.db.fetch_one(
         Q.LeaseFail,
         key | {"error": failure.error, "retry": failure.retry, "delay_ms": delay_ms or 0},
     )
     if row is None:
         raise await _why_not(ctx, ref, lease_id, scope)
-    ctx.events.emit("dead" if row["status"] == JobStatus.DEAD else "failed", [row])
-    if row["status"] == JobStatus.FAILED:
+    job = records.job(row)
+    ctx.events.emit("dead" if job.status == JobStatus.DEAD else "failed", [records.change(row)])
+    if job.status == JobStatus.FAILED:
         # Waiters re-read when the next job becomes visible; this one may be the next.
-        ctx.wakeups.jobs_added([(row["queue"], row["visible_at"])])
-    return records.job(row)
+        ctx.wakeups.jobs_added([(job.queue, job.visible_at)])
+    return job

@@ -11,13 +11,14 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from jobq.core.context import Context
 from jobq.domain.jobs import JobStatus
+from jobq.store import records
 from jobq.store.queries import Q
 
 
 async def exposition(ctx: Context) -> bytes:
     """The /metrics body: this process's (or all workers') counters, plus database gauges."""
-    counts = await ctx.db.fetch(Q.MetricsDepths)
-    lag = await ctx.db.fetch(Q.QueueOldestWaiting, {"queue": None})
+    counts = [records.job_count(r) for r in await ctx.db.fetch(Q.MetricsDepths)]
+    lag = [records.queue_lag(r) for r in await ctx.db.fetch(Q.QueueOldestWaiting, {"queue": None})]
     waiting = GaugeMetricFamily("jobq_waiting_jobs", "Jobs waiting (pending + failed), by queue "
                                 "and type", labels=["queue", "type"])
     by_status = GaugeMetricFamily("jobq_jobs", "Jobs by queue and status",
@@ -26,18 +27,18 @@ async def exposition(ctx: Context) -> bytes:
                                "now, from its visible_at (0 when none)", labels=["queue"])
     waiting_acc: dict[tuple[str, str], int] = {}
     status_acc: dict[tuple[str, str], int] = {}
-    for r in counts:
-        status_acc[(r["queue"], r["status"])] = status_acc.get((r["queue"], r["status"]), 0) + r["n"]
-        if r["status"] in ("pending", "failed"):
-            key = (r["queue"], r["type"])
-            waiting_acc[key] = waiting_acc.get(key, 0) + r["n"]
+    for c in counts:
+        status_acc[(c.queue, c.status)] = status_acc.get((c.queue, c.status), 0) + c.n
+        if c.status in ("pending", "failed"):
+            key = (c.queue, c.type)
+            waiting_acc[key] = waiting_acc.get(key, 0) + c.n
     # A series that drops to zero is reported as 0, not left out: a vanished series reads as
     # "no data" (and ``sum by (queue)`` as nothing) rather than as an empty queue. The grid is
     # every known queue (``lag`` lists the queues table) by every status, and every
     # (queue, type) that still has a job in any status for the waiting count.
-    queues = {r["queue"] for r in lag} | {q for q, _ in status_acc}
-    for r in counts:
-        waiting_acc.setdefault((r["queue"], r["type"]), 0)
+    queues = {r.queue for r in lag} | {q for q, _ in status_acc}
+    for c in counts:
+        waiting_acc.setdefault((c.queue, c.type), 0)
     for q in queues:
         for status in JobStatus:
             status_acc.setdefault((q, status.value), 0)
@@ -46,7 +47,7 @@ async def exposition(ctx: Context) -> bytes:
     for (q, s), n in sorted(status_acc.items()):
         by_status.add_metric([q, s], n)
     for r in lag:
-        oldest.add_metric([r["queue"]], (r["oldest_waiting_ms"] or 0) / 1000)
+        oldest.add_metric([r.queue], (r.oldest_waiting_ms or 0) / 1000)
 
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):

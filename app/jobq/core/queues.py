@@ -10,20 +10,21 @@ from jobq.domain.errors import NotFound
 from jobq.domain.jobs import JobStatus
 from jobq.domain.queues import QUEUE_SETTINGS
 from jobq.store import queue_settings as settings_store
-from jobq.store.db import Row
+from jobq.store import records
 from jobq.store.queries import Q
+from jobq.store.records import JobCount, QueueRecord
 
 
-def _entry(q: Row, counts: list[Row], oldest_ms: int | None) -> dict[str, Any]:
+def _entry(q: QueueRecord, counts: list[JobCount], oldest_ms: int | None) -> dict[str, Any]:
     by_status = {s.value: 0 for s in JobStatus}
     waiting_by_type: dict[str, int] = defaultdict(int)
     for c in counts:
-        by_status[c["status"]] = by_status.get(c["status"], 0) + c["n"]
-        if c["status"] in (JobStatus.PENDING, JobStatus.FAILED):
-            waiting_by_type[c["type"]] += c["n"]
+        by_status[c.status] = by_status.get(c.status, 0) + c.n
+        if c.status in (JobStatus.PENDING, JobStatus.FAILED):
+            waiting_by_type[c.type] += c.n
     return {
-        "name": q["name"],
-        "settings": {k: q[k] for k in QUEUE_SETTINGS},
+        "name": q.name,
+        "settings": q.settings,
         "counts": by_status,
         "waiting_by_type": dict(waiting_by_type),
         "oldest_waiting_ms": oldest_ms,
@@ -31,18 +32,20 @@ def _entry(q: Row, counts: list[Row], oldest_ms: int | None) -> dict[str, Any]:
 
 
 async def _entries(ctx: Context, name: str | None) -> list[dict[str, Any]]:
-    async with ctx.db.connection() as conn:
+    db = ctx.db
+    async with db.connection() as conn:
         if name is None:
-            queues = await (await conn.execute(Q.QueueList)).fetchall()
+            rows = await db.run(conn, Q.QueueList)
         else:
-            queues = await (await conn.execute(Q.QueueGet, {"queue": name})).fetchall()
-        counts = await (await conn.execute(Q.QueueCounts, {"queue": name})).fetchall()
-        oldest = await (await conn.execute(Q.QueueOldestWaiting, {"queue": name})).fetchall()
-    by_queue: dict[str, list[Row]] = defaultdict(list)
+            rows = await db.run(conn, Q.QueueGet, {"queue": name})
+        queues = [records.queue(r, QUEUE_SETTINGS) for r in rows]
+        counts = map(records.job_count, await db.run(conn, Q.QueueCounts, {"queue": name}))
+        oldest = map(records.queue_lag, await db.run(conn, Q.QueueOldestWaiting, {"queue": name}))
+    by_queue: dict[str, list[JobCount]] = defaultdict(list)
     for c in counts:
-        by_queue[c["queue"]].append(c)
-    lag = {r["queue"]: r["oldest_waiting_ms"] for r in oldest}
-    return [_entry(q, by_queue[q["name"]], lag.get(q["name"])) for q in queues]
+        by_queue[c.queue].append(c)
+    lag = {r.queue: r.oldest_waiting_ms for r in oldest}
+    return [_entry(q, by_queue[q.name], lag.get(q.name)) for q in queues]
 
 
 async def list_queues(ctx: Context) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from collections import Counter
 from jobq.core.context import Context
 from jobq.domain.errors import JobqError
 from jobq.domain.jobs import JobStatus
+from jobq.store import records
 from jobq.store.queries import Q
 
 log = logging.getLogger("jobq.reaper")
@@ -19,14 +20,14 @@ REAP_BATCH = 500
 
 async def reap_once(ctx: Context) -> int:
     """Process up to one batch of expired leases; returns how many."""
-    rows = await ctx.db.fetch(Q.JobReapExpired, {"limit": REAP_BATCH})
-    if rows:
-        ctx.events.emit("lease_expired", rows)
-        dead = [r for r in rows if r["status"] == JobStatus.DEAD]
+    expired = records.changes(await ctx.db.fetch(Q.JobReapExpired, {"limit": REAP_BATCH}))
+    if expired:
+        ctx.events.emit("lease_expired", expired)
+        dead = [c for c in expired if c.status == JobStatus.DEAD]
         if dead:
             ctx.events.emit("dead", dead)
-        ctx.wakeups.publish(Counter(r["queue"] for r in rows if r["status"] == JobStatus.PENDING))
-    return len(rows)
+        ctx.wakeups.publish(Counter(c.queue for c in expired if c.status == JobStatus.PENDING))
+    return len(expired)
 
 
 async def run_reaper(ctx: Context, interval_s: float) -> None:

@@ -34,6 +34,7 @@ from zoneinfo import ZoneInfo
 from jobq.core import counters
 from jobq.core.context import Context
 from jobq.domain.errors import InvalidInput, JobqError, NotFound
+from jobq.domain.jobs import Job
 from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.domain.schedules import (
     MISFIRES,
@@ -46,8 +47,10 @@ from jobq.domain.schedules import (
     parse_cron,
     parse_timezone,
 )
-from jobq.store.db import Connection, Row, dumps_json
+from jobq.store import records
+from jobq.store.db import Connection, dumps_json
 from jobq.store.queries import Q
+from jobq.store.records import JobChange, ScheduleRecord
 
 log = logging.getLogger("jobq.schedules")
 
@@ -126,27 +129,27 @@ def draft(cron: str, timezone: str, misfire: str, enabled: bool, job: JobTemplat
 # ------------------------------------------------------------------------------- reading
 
 
-def public(row: Row) -> dict[str, Any]:
+def public(s: ScheduleRecord) -> dict[str, Any]:
     """A schedule as the API shows it."""
     return {
-        "name": row["name"],
-        "cron": row["cron"],
-        "timezone": row["timezone"],
-        "misfire": row["misfire"],
-        "enabled": row["enabled"],
+        "name": s.name,
+        "cron": s.cron,
+        "timezone": s.timezone,
+        "misfire": s.misfire,
+        "enabled": s.enabled,
         "job": {
-            "queue": row["job_queue"],
-            "type": row["job_type"],
-            "payload": row["job_payload"],
-            "priority": row["job_priority"],
-            "max_attempts": row["job_max_attempts"],
+            "queue": s.job_queue,
+            "type": s.job_type,
+            "payload": s.job_payload,
+            "priority": s.job_priority,
+            "max_attempts": s.job_max_attempts,
         },
-        "next_fire_at": row["next_fire_at"],
-        "pending_fire_at": row["pending_fire_at"],
-        "last_fired_at": row["last_fired_at"],
-        "last_job_id": None if row["last_job_id"] is None else str(row["last_job_id"]),
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
+        "next_fire_at": s.next_fire_at,
+        "pending_fire_at": s.pending_fire_at,
+        "last_fired_at": s.last_fired_at,
+        "last_job_id": None if s.last_job_id is None else str(s.last_job_id),
+        "created_at": s.created_at,
+        "updated_at": s.updated_at,
     }
 
 
@@ -154,11 +157,11 @@ async def get(ctx: Context, name: str) -> dict[str, Any]:
     row = await ctx.db.fetch_one(Q.ScheduleGet, {"name": name})
     if row is None:
         raise NotFound(f"schedule {name!r} does not exist")
-    return public(row)
+    return public(records.schedule(row))
 
 
 async def list_all(ctx: Context) -> list[dict[str, Any]]:
-    return [public(r) for r in await ctx.db.fetch(Q.ScheduleList)]
+    return [public(records.schedule(r)) for r in await ctx.db.fetch(Q.ScheduleList)]
 
 
 # ------------------------------------------------------------------------------ changing
@@ -190,10 +193,11 @@ async def put(ctx: Context, name: str, d: Draft) -> tuple[dict[str, Any], bool]:
     params = _row_params(name, d) | {"next_fire_at": _next_fire(d.cron, d.timezone, d.enabled, ctx)}
     row = await ctx.db.fetch_one(Q.ScheduleUpsert, params)
     assert row is not None
+    saved = records.schedule(row)
     ctx.schedules_changed()
-    log.info("schedule %s %s: %s %s, next fire %s", name, "created" if row["created"] else "replaced",
-             d.cron.expr, d.timezone, _text(row["next_fire_at"]))
-    return public(row), bool(row["created"])
+    log.info("schedule %s %s: %s %s, next fire %s", name, "created" if saved.created else "replaced",
+             d.cron.expr, d.timezone, _text(saved.next_fire_at))
+    return public(saved), saved.created
 
 
 JOB_FIELDS = ("queue", "type", "payload", "priority", "max_attempts")
@@ -209,35 +213,36 @@ async def update(ctx: Context, name: str, changes: dict[str, Any]) -> dict[str, 
         rows = await db.run(conn, Q.ScheduleGetForUpdate, {"name": name})
         if not rows:
             raise NotFound(f"schedule {name!r} does not exist")
-        old = rows[0]
-        cron = _cron(changes["cron"]) if "cron" in changes else _stored_cron(old["cron"])
-        timezone = changes.get("timezone", old["timezone"])
+        old = records.schedule(rows[0])
+        cron = _cron(changes["cron"]) if "cron" in changes else _stored_cron(old.cron)
+        timezone = changes.get("timezone", old.timezone)
         if "timezone" in changes:
             _zone(timezone)
-        misfire = _misfire(changes.get("misfire", old["misfire"]))
-        enabled = bool(changes.get("enabled", old["enabled"]))
-        job = {f: old[f"job_{f}"] for f in JOB_FIELDS}
+        misfire = _misfire(changes.get("misfire", old.misfire))
+        enabled = bool(changes.get("enabled", old.enabled))
+        fields = {"queue": old.job_queue, "type": old.job_type, "payload": old.job_payload,
+                  "priority": old.job_priority, "max_attempts": old.job_max_attempts}
         for key, value in (changes.get("job") or {}).items():
             if key not in JOB_FIELDS:  # the API's schema refuses these already
                 raise InvalidInput(f"job.{key}: unknown field", ["body", "job", key])
-            job[key] = value if value is not None else _JOB_DEFAULTS.get(key)
-        if not job["type"]:
+            fields[key] = value if value is not None else _JOB_DEFAULTS.get(key)
+        if not fields["type"]:
             raise InvalidInput("job.type: cannot be null", ["body", "job", "type"])
-        template = JobTemplate(**job)
+        template = JobTemplate(**fields)
         d = Draft(cron, timezone, misfire, enabled, template)
-        timing_changed = cron.expr != old["cron"] or timezone != old["timezone"]
+        timing_changed = cron.expr != old.cron or timezone != old.timezone
         if not enabled:
             next_fire, pending = None, None
-        elif timing_changed or not old["enabled"] or old["next_fire_at"] is None:
-            next_fire, pending = _next_fire(cron, timezone, True, ctx), old["pending_fire_at"]
+        elif timing_changed or not old.enabled or old.next_fire_at is None:
+            next_fire, pending = _next_fire(cron, timezone, True, ctx), old.pending_fire_at
         else:
-            next_fire, pending = old["next_fire_at"], old["pending_fire_at"]
+            next_fire, pending = old.next_fire_at, old.pending_fire_at
         saved = await db.run(conn, Q.ScheduleSave, _row_params(name, d) | {
             "next_fire_at": next_fire, "pending_fire_at": pending})
     ctx.schedules_changed()
     log.info("schedule %s changed (%s): next fire %s", name, ", ".join(sorted(changes)) or "nothing",
              _text(next_fire))
-    return public(saved[0])
+    return public(records.schedule(saved[0]))
 
 
 _JOB_DEFAULTS: dict[str, Any] = {"queue": DEFAULT_QUEUE, "payload": {}, "priority": 0,
@@ -263,7 +268,8 @@ def _text(t: datetime | None) -> str:
 class Fired:
     schedule: str
     fire_at: datetime
-    job: Row
+    job: Job
+    change: JobChange  # for the events, once committed
     created: bool  # False: the key named a job enqueued before (a fire already done)
 
 
@@ -278,66 +284,66 @@ class Turn:
     newly_full: list[str] = field(default_factory=list)  # of those, the ones that just began to
 
 
-def _job_params(row: Row, fire_at: datetime) -> dict[str, Any]:
+def _job_params(s: ScheduleRecord, fire_at: datetime) -> dict[str, Any]:
     return {
-        "queue": row["job_queue"],
-        "type": row["job_type"],
-        "payload": dumps_json(row["job_payload"]),
-        "priority": row["job_priority"],
-        "max_attempts": row["job_max_attempts"],
-        "idempotency_key": fire_key(row["name"], fire_at),
+        "queue": s.job_queue,
+        "type": s.job_type,
+        "payload": dumps_json(s.job_payload),
+        "priority": s.job_priority,
+        "max_attempts": s.job_max_attempts,
+        "idempotency_key": fire_key(s.name, fire_at),
         "run_at": None,
         "delay_ms": 0,
     }
 
 
-async def _enqueue(ctx: Context, conn: Connection, row: Row,
-                   fire_at: datetime) -> tuple[Row, bool] | None:
-    """The fire's job, in the turn's transaction: (job row, created), or None when the queue
-    is full. JobInsert is POST /v1/jobs's statement: max_depth and the counters alike."""
-    params = _job_params(row, fire_at)
+async def _enqueue(ctx: Context, conn: Connection, s: ScheduleRecord,
+                   fire_at: datetime) -> tuple[Job, JobChange, bool] | None:
+    """The fire's job, in the turn's transaction: (job, its change, created), or None when
+    the queue is full. JobInsert is POST /v1/jobs's statement: max_depth and the counters alike."""
+    params = _job_params(s, fire_at)
     inserted = await ctx.db.run(conn, Q.JobInsert, params)
     if inserted:
-        return inserted[0], True
-    key = {"queue": params["queue"], "idempotency_key": params["idempotency_key"]}
+        return records.job(inserted[0]), records.change(inserted[0]), True
+    key = {"queue": s.job_queue, "idempotency_key": fire_key(s.name, fire_at)}
     existing = await ctx.db.run(conn, Q.JobGetByIdempotencyKey, key)
     if existing:
-        return existing[0], False
+        return records.job(existing[0]), records.change(existing[0]), False
     return None
 
 
-async def _fire_one(ctx: Context, conn: Connection, row: Row, now: datetime,
+async def _fire_one(ctx: Context, conn: Connection, s: ScheduleRecord, now: datetime,
                     turn: Turn) -> None:
-    name = row["name"]
+    name = s.name
     tries: list[datetime] = []
-    if row["pending_fire_at"] is not None:
-        tries.append(row["pending_fire_at"])
-    next_fire = row["next_fire_at"]
+    if s.pending_fire_at is not None:
+        tries.append(s.pending_fire_at)
+    next_fire = s.next_fire_at
     missed = 0
     if next_fire is not None and next_fire <= now:
-        outcome = due(_stored_cron(row["cron"]), _zone(row["timezone"]), next_fire, now, row["misfire"])
+        outcome = due(_stored_cron(s.cron), _zone(s.timezone), next_fire, now, s.misfire)
         next_fire, missed = outcome.next_fire_at, outcome.missed
         if outcome.fire_at is not None:
             tries.append(outcome.fire_at)
     pending: datetime | None = None
-    last: tuple[datetime, Row] | None = None
+    last: tuple[datetime, Job] | None = None
     for i, fire_at in enumerate(tries):
-        got = await _enqueue(ctx, conn, row, fire_at)
+        got = await _enqueue(ctx, conn, s, fire_at)
         if got is None:
             pending = fire_at
             missed += len(tries) - i - 1  # folded into the fire that waits
             turn.full.append(name)
-            if row["pending_fire_at"] is None or fire_at != row["pending_fire_at"]:
+            if s.pending_fire_at is None or fire_at != s.pending_fire_at:
                 turn.newly_full.append(name)
             break
-        job, created = got
-        turn.fired.append(Fired(name, fire_at, job, created))
+        job, change, created = got
+        turn.fired.append(Fired(name, fire_at, job, change, created))
         last = (fire_at, job)
     if missed:
         turn.missed[name] = turn.missed.get(name, 0) + missed
     await ctx.db.run(conn, Q.ScheduleFired, {
         "name": name, "next_fire_at": next_fire, "pending_fire_at": pending,
-        "last_fired_at": last[0] if last else None, "last_job_id": last[1]["id"] if last else None})
+        "last_fired_at": last[0] if last else None, "last_job_id": last[1].id if last else None})
 
 
 async def fire_due(ctx: Context) -> Turn:
@@ -351,10 +357,11 @@ async def fire_due(ctx: Context) -> Turn:
         new_queues: set[str] = set()
         db = ctx.db
         async with db.transaction() as conn:
-            rows = await db.run(conn, Q.ScheduleDueLock, {"now": now, "limit": TURN_BATCH, "seen": seen})
-            seen += [r["name"] for r in rows]
-            for row in rows:
-                queue = row["job_queue"]
+            due_now = [records.schedule(r) for r in await db.run(
+                conn, Q.ScheduleDueLock, {"now": now, "limit": TURN_BATCH, "seen": seen})]
+            seen += [s.name for s in due_now]
+            for row in due_now:
+                queue = row.job_queue
                 if queue not in ctx.known_queues and queue not in new_queues:
                     await db.run(conn, Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": queue})
                     new_queues.add(queue)
@@ -364,8 +371,8 @@ async def fire_due(ctx: Context) -> Turn:
                     async with db.savepoint(conn):
                         await _fire_one(ctx, conn, row, now, one)
                 except Exception as exc:  # one schedule's trouble is logged; the others fire
-                    log.error("schedule %s could not fire: %s", row["name"], exc)
-                    batch.failed.append(row["name"])
+                    log.error("schedule %s could not fire: %s", row.name, exc)
+                    batch.failed.append(row.name)
                     continue
                 batch.fired += one.fired
                 batch.full += one.full
@@ -378,23 +385,23 @@ async def fire_due(ctx: Context) -> Turn:
         turn.failed += batch.failed
         for name, n in batch.missed.items():
             turn.missed[name] = turn.missed.get(name, 0) + n
-        if len(rows) < TURN_BATCH:
+        if len(due_now) < TURN_BATCH:
             return turn
 
 
 def _after_commit(ctx: Context, turn: Turn, now: datetime) -> None:
-    new = [f.job for f in turn.fired if f.created]
+    new = [f for f in turn.fired if f.created]
     if new:
-        ctx.wakeups.jobs_added((j["queue"], j["visible_at"]) for j in new)
-        ctx.events.emit("enqueued", new)
+        ctx.wakeups.jobs_added((f.job.queue, f.job.visible_at) for f in new)
+        ctx.events.emit("enqueued", [f.change for f in new])
     for f in turn.fired:
         lag = (now - f.fire_at).total_seconds()
         counters.schedule_fired(f.schedule, lag)
         log.info("schedule %s fired for %s: job %s in queue %s (%.3f s after its time%s)",
-                 f.schedule, _text(f.fire_at), f.job["id"], f.job["queue"], lag,
+                 f.schedule, _text(f.fire_at), f.job.id, f.job.queue, lag,
                  "" if f.created else "; the job was enqueued before", extra={
-                     "event": "schedule_fired", "job_id": str(f.job["id"]),
-                     "queue": f.job["queue"], "type": f.job["type"]})
+                     "event": "schedule_fired", "job_id": str(f.job.id),
+                     "queue": f.job.queue, "type": f.job.type})
     for name, n in turn.missed.items():
         counters.schedule_missed(name, n)
         log.warning("schedule %s missed %d fire time(s)", name, n)
@@ -410,9 +417,10 @@ async def next_wake_s(ctx: Context) -> float:
     sleep = SAFETY_RECHECK_S
     if row is None:
         return sleep
-    if row["pending"]:
+    wake = records.next_wake(row)
+    if wake.pending:
         sleep = min(sleep, FULL_RETRY_S)
-    nxt: datetime | None = row["next_fire_at"]
+    nxt = wake.next_fire_at
     if nxt is not None:
         until = (nxt - ctx.clock.now()).total_seconds()
         # A hair past the time, so that the row is due when we look (clocks read in µs).
@@ -429,8 +437,7 @@ async def run_scheduler(ctx: Context) -> None:
         bell.clear()
         try:
             if not migrated:
-                row = await ctx.db.fetch_one(Q.ScheduleTableExists)
-                migrated = bool(row and row["present"])
+                migrated = bool(records.scalar(await ctx.db.fetch_one(Q.ScheduleTableExists)))
             if not migrated:
                 # The service answers before `jobq migrate` ran (/readyz says 503 meanwhile).
                 log.info("scheduler: no schedules table yet (jobq migrate); looking again in %.0f s",

@@ -31,8 +31,10 @@ from jobq.domain.access import (
     token_id_of,
 )
 from jobq.domain.errors import NotFound
-from jobq.store.db import Database, Row
+from jobq.store import records
+from jobq.store.db import Database
 from jobq.store.queries import Q
+from jobq.store.records import TokenRecord
 
 log = logging.getLogger("jobq.tokens")
 
@@ -56,9 +58,9 @@ class TokenInfo:
                 "created_at": self.created_at, "revoked_at": self.revoked_at}
 
 
-def _info(row: Row) -> TokenInfo:
-    return TokenInfo(row["id"], row["name"], Role(row["role"]), row["queues"],
-                     row["created_at"], row["revoked_at"])
+def _info(t: TokenRecord) -> TokenInfo:
+    assert t.created_at is not None  # the listing's statements all return it
+    return TokenInfo(t.id, t.name, Role(t.role), t.queues, t.created_at, t.revoked_at)
 
 
 async def create(db: Database, role: Role, queues: str = "*",
@@ -69,18 +71,18 @@ async def create(db: Database, role: Role, queues: str = "*",
     row = await db.fetch_one(Q.TokenInsert, {"id": token_id, "name": name, "role": role.value,
                                              "queues": pattern.text, "hash": token_hash(token)})
     assert row is not None
-    return _info(row), token
+    return _info(records.token(row)), token
 
 
 async def list_all(db: Database) -> list[TokenInfo]:
-    return [_info(r) for r in await db.fetch(Q.TokenList)]
+    return [_info(records.token(r)) for r in await db.fetch(Q.TokenList)]
 
 
 async def revoke(db: Database, token_id: str) -> TokenInfo:
     row = await db.fetch_one(Q.TokenRevoke, {"id": token_id})
     if row is None:
         raise NotFound(f"token {token_id!r} does not exist")
-    return _info(row)
+    return _info(records.token(row))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,20 +167,20 @@ class TokenTable:
             await self._read()
 
     async def _read(self) -> None:
-        rows = await self.db.fetch(Q.TokensLive)
         live: dict[str, _Live] = {}
-        for r in rows:
+        for t in map(records.token, await self.db.fetch(Q.TokensLive)):
             try:
-                principal = Principal(r["id"], Role(r["role"]), QueuePattern(r["queues"]))
+                principal = Principal(t.id, Role(t.role), QueuePattern(t.queues))
             except ValueError:  # a row written by hand, wrongly: that token opens nothing
-                log.warning("token %s has an unusable role or queue pattern; it is ignored", r["id"])
+                log.warning("token %s has an unusable role or queue pattern; it is ignored", t.id)
                 continue
-            live[r["id"]] = _Live(r["hash"], principal)
+            assert t.hash is not None  # TokensLive reads it
+            live[t.id] = _Live(t.hash, principal)
         for token_id in self._forgotten:
             live.pop(token_id, None)
         if not self._ever:  # read until the first token appears; rows are never deleted
-            ever = await self.db.fetch_one(Q.TokensEver)
-            self._ever = bool(live) or bool(ever and ever["ever"])
+            ever = records.scalar(await self.db.fetch_one(Q.TokensEver))
+            self._ever = bool(live) or bool(ever)
         gone = self._live.keys() - live.keys()
         if live.keys() != self._live.keys():
             log.info("access tokens: %d live%s", len(live),

@@ -29,8 +29,9 @@ from jobq.core.context import Context
 from jobq.domain.errors import NotFound
 from jobq.domain.jobs import NewJob
 from jobq.domain.jsontext import same_json
-from jobq.store.db import Row
+from jobq.store import records
 from jobq.store.queries import Q
+from jobq.store.records import SubscriptionRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,21 +68,19 @@ def job_key(topic: str, key: str) -> str:
 # is not compared: it is the subscription's override as it was at the first publish, which an
 # admin may have changed since (a retry would otherwise be a 409 for ever), and the published
 # type itself is not stored. A key reused with another payload is still a conflict.
-SAME_PUBLISH = enq.ReplayRule(lambda existing, job: same_json(existing["payload"], job.payload), "payload")
+SAME_PUBLISH = enq.ReplayRule(lambda existing, job: same_json(existing.payload, job.payload), "payload")
 
 
-def _subscription(row: Row) -> Subscription:
-    return Subscription(row["topic"], row["queue"], row["type"], row["created_at"])
+def _subscription(record: SubscriptionRecord) -> Subscription:
+    return Subscription(record.topic, record.queue, record.type, record.created_at)
 
 
 def topics_of(subs: Sequence[Subscription]) -> list[dict[str, Any]]:
     """Subscriptions (ordered by topic) grouped into topics, as the API shows them."""
-    out: list[dict[str, Any]] = []
+    grouped: dict[str, list[dict[str, Any]]] = {}  # in first-seen order
     for s in subs:
-        if not out or out[-1]["name"] != s.topic:
-            out.append({"name": s.topic, "subscriptions": []})
-        out[-1]["subscriptions"].append(s.public())
-    return out
+        grouped.setdefault(s.topic, []).append(s.public())
+    return [{"name": topic, "subscriptions": group} for topic, group in grouped.items()]
 
 
 async def subscribe(ctx: Context, topic: str, queue: str, type_: str | None) -> tuple[Subscription, bool]:
@@ -90,7 +89,8 @@ async def subscribe(ctx: Context, topic: str, queue: str, type_: str | None) -> 
     await ctx.ensure_queues([queue])
     row = await ctx.db.fetch_one(Q.TopicSubscribe, {"topic": topic, "queue": queue, "type": type_})
     assert row is not None  # an upsert always returns its row
-    return _subscription(row), bool(row["created"])
+    record = records.subscription(row)
+    return _subscription(record), record.created
 
 
 async def unsubscribe(ctx: Context, topic: str, queue: str) -> None:
@@ -99,11 +99,12 @@ async def unsubscribe(ctx: Context, topic: str, queue: str) -> None:
 
 
 async def list_all(ctx: Context) -> list[Subscription]:
-    return [_subscription(r) for r in await ctx.db.fetch(Q.TopicList)]
+    return [_subscription(records.subscription(r)) for r in await ctx.db.fetch(Q.TopicList)]
 
 
 async def get(ctx: Context, topic: str) -> list[Subscription]:
-    return [_subscription(r) for r in await ctx.db.fetch(Q.TopicGet, {"topic": topic})]
+    return [_subscription(records.subscription(r))
+            for r in await ctx.db.fetch(Q.TopicGet, {"topic": topic})]
 
 
 async def publish(ctx: Context, topic: str, job: NewJob, allow: Callable[[list[str]], None]) -> Published:
@@ -112,15 +113,16 @@ async def publish(ctx: Context, topic: str, job: NewJob, allow: Callable[[list[s
     is written and raises to refuse (the API's per-queue access check). A topic without
     subscriptions publishes to no queue: an empty, successful publish, as in SNS."""
     async with ctx.db.transaction() as conn:
-        subs = await ctx.db.run(conn, Q.TopicSubscriptionsLock, {"topic": topic})
-        queues = [s["queue"] for s in subs]
+        subs = [records.target(r)
+                for r in await ctx.db.run(conn, Q.TopicSubscriptionsLock, {"topic": topic})]
+        queues = [s.queue for s in subs]
         allow(queues)
         # The foreign key keeps every subscribed queue in existence; this process only
         # learns here that it need not create them.
         ctx.known_queues.update(queues)
         key = job_key(topic, job.idempotency_key) if job.idempotency_key is not None else None
         jobs = [
-            dataclasses.replace(job, queue=s["queue"], type=s["type"] or job.type, idempotency_key=key) for s in subs
+            dataclasses.replace(job, queue=s.queue, type=s.type or job.type, idempotency_key=key) for s in subs
         ]
         results, created = await enq.insert_many(ctx, conn, jobs, SAME_PUBLISH)
     enq.announce(ctx, created)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
+from jobq.store import records
 from jobq.store.db import Database
 from jobq.store.notify import Notifications, add_counts
 from jobq.store.queries import Q
@@ -354,7 +355,7 @@ class Wakeups:
                 and (hit.value is None or hit.value > datetime.now(hit.value.tzinfo))):
             return hit.value
         row = await self._db.fetch_one(Q.QueueNextVisible, {"queues": queues, "types": types})
-        value = row["next_visible_at"] if row else None
+        value: datetime | None = records.scalar(row)
         if len(self._readings) >= NEXT_VISIBLE_KEEP:  # keys come from clients: keep it bounded
             self._readings.clear()
         self._readings[key] = NextVisible(value, generations, now)

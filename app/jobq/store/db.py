@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -14,11 +13,9 @@ from typing import Any
 
 import psycopg
 import psycopg.errors
-from psycopg import generators
-from psycopg._queries import PostgresQuery
 from psycopg.abc import AdaptContext, Buffer
-from psycopg.adapt import AdaptersMap, Loader, Transformer
-from psycopg.pq import ExecStatus, Format, TransactionStatus
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -89,6 +86,7 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     # library's parser was the largest single cost of reading a claim of 100 jobs.
     set_json_loads(jsontext.loads, conn)
     conn.adapters.register_loader(_TIMESTAMPTZ, _ClampedTimestamptzLoader)
+    conn.prepared_max = PREPARED_MAX
 
 
 class _Pool(AsyncConnectionPool):  # type: ignore[type-arg]
@@ -140,6 +138,7 @@ class Database:
                 **KEEPALIVE,
             },
             configure=_configure,
+            connection_class=_Connection,
             reconnect_timeout=0,  # keep trying to reconnect for ever while the database is away
             name="jobq",
         )
@@ -185,51 +184,46 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Row]]:
-        async with self.connection() as conn:
-            try:
-                async with conn.transaction():
-                    yield conn
-            except BaseException:
-                _forget_prepared(conn)
-                raise
+        async with self.connection() as conn, conn.transaction():
+            yield conn
 
     @asynccontextmanager
     async def savepoint(self, conn: psycopg.AsyncConnection[Row]) -> AsyncIterator[None]:
         """A savepoint inside ``transaction``: an error rolls back to it, and the transaction
         goes on."""
-        try:
-            async with conn.transaction():
-                yield
-        except BaseException:
-            _forget_prepared(conn)
-            raise
+        async with conn.transaction():
+            yield
 
     async def fetch(self, sql: str, params: Mapping[str, Any] | None = None) -> list[Row]:
         # The hot path of every request: the pool's getconn/putconn without the layers of
         # context managers ``connection`` stacks (about 5% of the service's CPU in single
-        # mode), and the statement run by ``_Prepared`` rather than a cursor.
-        for attempt in range(_RETRIES):
-            try:
-                with self.translate():
-                    conn = await self.pool.getconn(self.timeout_s)
-                    try:
-                        return await _prepared(conn).fetch(conn, sql, params)
-                    except _CONNECTION_ERRORS as exc:
-                        await self._lost(conn, exc)
+        # mode). The retry is inside the translation, not under it: translated, a deadlock
+        # (an OperationalError) was already a 503 "unreachable" when the retry looked for it.
+        with self.translate():
+            for attempt in range(_RETRIES):
+                try:
+                    return await self._fetch_once(sql, params)
+                except _RETRYABLE:
+                    if attempt == _RETRIES - 1:
                         raise
-                    finally:
-                        await self.pool.putconn(conn)
-            except _RETRYABLE:
-                if attempt == _RETRIES - 1:
-                    raise
-                await asyncio.sleep(0.01 * (attempt + 1))
+                    await asyncio.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    async def _fetch_once(self, sql: str, params: Mapping[str, Any] | None) -> list[Row]:
+        conn = await self.pool.getconn(self.timeout_s)
+        try:
+            return await _run(conn, sql, params)
+        except _CONNECTION_ERRORS as exc:
+            await self._lost(conn, exc)
+            raise
+        finally:
+            await self.pool.putconn(conn)
 
     async def run(self, conn: psycopg.AsyncConnection[Row], sql: str,
                   params: Mapping[str, Any] | None = None) -> list[Row]:
         """A statement's rows on a connection of ``connection`` or ``transaction``, the way
         ``fetch`` runs it."""
-        return await _prepared(conn).fetch(conn, sql, params)
+        return await _run(conn, sql, params)
 
     async def fetch_one(self, sql: str, params: Mapping[str, Any] | None = None) -> Row | None:
         rows = await self.fetch(sql, params)
@@ -247,141 +241,37 @@ class Database:
         return self._translate
 
 
-# Statements prepared on one connection, at most; past this, statements run as psycopg runs
-# them (SQL built at request time, such as a listing's, comes in a bounded number of shapes).
+# Statements prepared on one connection, at most (psycopg's ``prepared_max``): past this,
+# psycopg deallocates the least recently used one. SQL built at request time, such as a
+# listing's, comes in a bounded number of shapes.
 PREPARED_MAX = 200
-_OK = (ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK)
-# Idle, or in a transaction of ``Database.transaction`` (see ``Database.run``).
-_USABLE = (TransactionStatus.IDLE, TransactionStatus.INTRANS)
 
 
-class _Statement:
-    __slots__ = ("name", "columns")
+class _Connection(psycopg.AsyncConnection[Row]):
+    """A pooled connection that keeps one cursor for ``_run``: a cursor made per statement
+    (``conn.execute``) cost about 15 us more. Only one task uses a connection at a time (the
+    pool's), and a statement's rows are read before the next one runs on it."""
 
-    def __init__(self, name: bytes) -> None:
-        self.name = name
-        self.columns: list[str] | None = None  # read from the first result
-
-
-class _Prepared:
-    """One connection's server-side prepared statements, run on libpq's connection directly.
-
-    A cursor's ``execute`` and ``fetchall`` cost about 90 us of Python per statement; this
-    way about half. It is what psycopg does for a statement it has prepared (its own
-    parameter conversion and dumpers, its loaders, ``wait`` with its cancellation), without
-    the cursor, the prepare-threshold bookkeeping and the result's re-selection. Statements
-    are keyed by text and parameter types, as psycopg keys its own; the names (``_jobq_N``)
-    do not collide with psycopg's (``_pg3_N``). Only one task uses a connection at a time
-    (the pool's), so the state here needs no lock."""
-
-    __slots__ = ("statements", "named", "tx", "conn", "__weakref__")
-
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self.statements: dict[tuple[str, tuple[int, ...]], _Statement] = {}
-        self.named = 0  # names are never reused: one could outlive our record of it
-        self.conn = conn
-        # One transformer per connection: its dumpers and loaders are looked up once. Times
-        # load with psycopg's own (C) loader, a Python call less per time read; a result
-        # holding one no datetime can hold is loaded again the clamping way (``_load``).
-        adapters = AdaptersMap(conn.adapters)
-        adapters.register_loader(_TIMESTAMPTZ, _DatetimeLoader)
-        self.tx = Transformer(_AdaptContext(adapters, conn))
-
-    async def fetch(self, conn: psycopg.AsyncConnection[Any], sql: str,
-                    params: Mapping[str, Any] | None) -> list[Row]:
-        pgconn = conn.pgconn
-        if pgconn.transaction_status not in _USABLE or (
-                params is not None and not isinstance(params, Mapping)):
-            return await _cursor_fetch(conn, sql, params)  # let psycopg say what is wrong
-        tx = self.tx
-        pgq = PostgresQuery(tx)
-        pgq.convert(sql, params)
-        key = (sql, pgq.types)
-        statement = self.statements.get(key)
-        if statement is None:
-            if len(self.statements) >= PREPARED_MAX:
-                return await _cursor_fetch(conn, sql, params)
-            self.named += 1
-            statement = _Statement(b"_jobq_%d" % self.named)
-            pgconn.send_prepare(statement.name, pgq.query, param_types=pgq.types)
-            _check(conn, (await conn.wait(generators.execute(pgconn)))[-1])
-            self.statements[key] = statement
-        pgconn.send_query_prepared(statement.name, pgq.params, param_formats=pgq.formats)
-        result = (await conn.wait(generators.execute(pgconn)))[-1]
-        try:
-            _check(conn, result)
-        except psycopg.errors.InvalidSqlStatementName:
-            # Deallocated behind our back (DISCARD ALL, a pooler): prepare again next time.
-            # A transaction is aborted by the error: it stands, as any statement's would.
-            self.statements.clear()
-            if pgconn.transaction_status != TransactionStatus.IDLE:
-                raise
-            return await _cursor_fetch(conn, sql, params)
-        nfields = result.nfields
-        if not nfields:
-            return []
-        columns = statement.columns
-        if columns is None:
-            encoding = conn.info.encoding
-            columns = statement.columns = [
-                (result.fname(i) or b"").decode(encoding) for i in range(nfields)]
-        return self._load(result, columns)
-
-    def _load(self, result: Any, columns: list[str]) -> list[Row]:
-        def row(values: list[Any]) -> Row:
-            return dict(zip(columns, values, strict=True))
-
-        tx = self.tx
-        tx.set_pgresult(result)
-        try:
-            return tx.load_rows(0, result.ntuples, row)  # type: ignore[no-any-return]
-        except psycopg.DataError:
-            clamped = Transformer(self.conn)  # the connection's loaders: _ClampedTimestamptzLoader
-            clamped.set_pgresult(result)
-            return clamped.load_rows(0, result.ntuples, row)  # type: ignore[no-any-return]
+    statements: psycopg.AsyncCursor[Row] | None = None
 
 
-class _AdaptContext:
-    """Adapters of a connection with some loaders replaced (psycopg's AdaptContext)."""
-
-    def __init__(self, adapters: AdaptersMap, connection: psycopg.AsyncConnection[Any]) -> None:
-        self.adapters = adapters
-        self.connection = connection
-
-
-def _check(conn: psycopg.AsyncConnection[Any], result: Any) -> None:
-    if result.status not in _OK:
-        if result.status == ExecStatus.FATAL_ERROR:
-            raise psycopg.errors.error_from_result(result, encoding=conn.info.encoding)
-        raise psycopg.errors.InternalError(f"unexpected result status {result.status}")
-
-
-async def _cursor_fetch(conn: psycopg.AsyncConnection[Any], sql: str,
-                        params: Mapping[str, Any] | None) -> list[Row]:
-    cur = await conn.execute(sql, params)
+async def _run(conn: psycopg.AsyncConnection[Row], sql: str,
+               params: Mapping[str, Any] | None) -> list[Row]:
+    """A statement's rows, prepared on the connection at its first run (``prepare=True``):
+    the server plans it once, later runs send only the parameters. psycopg keeps the
+    bookkeeping: a statement per text and parameter types, deallocation past
+    ``prepared_max``, and forgetting them all after a rollback, DISCARD or DEALLOCATE."""
+    if isinstance(conn, _Connection):
+        cur = conn.statements
+        if cur is None or cur.closed:
+            cur = conn.statements = conn.cursor()
+    else:  # a connection the caller opened itself
+        cur = conn.cursor()
+    await cur.execute(sql, params, prepare=True)
+    # pgresult.nfields rather than description: description builds a Column per column on
+    # every read (about 20 us for a job row's 22 columns).
     result = cur.pgresult
-    rows: list[Row] = await cur.fetchall() if result is not None and result.nfields else []
-    return rows
-
-
-_BY_CONNECTION: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], _Prepared] = (
-    weakref.WeakKeyDictionary())
-
-
-def _forget_prepared(conn: psycopg.AsyncConnection[Any]) -> None:
-    """After psycopg rolled back a transaction or savepoint: when it had prepared statements
-    of its own (a query run five times through a cursor), it sent DEALLOCATE ALL, which took
-    ours too. The next statement that ran one of ours inside a transaction failed it (a 500)."""
-    prepared = _BY_CONNECTION.get(conn)
-    if prepared is not None:
-        prepared.statements.clear()
-
-
-def _prepared(conn: psycopg.AsyncConnection[Any]) -> _Prepared:
-    prepared = _BY_CONNECTION.get(conn)
-    if prepared is None:
-        prepared = _BY_CONNECTION[conn] = _Prepared(conn)
-    return prepared
+    return await cur.fetchall() if result is not None and result.nfields else []
 
 
 class _Translate:
@@ -405,6 +295,12 @@ class _Translate:
         if isinstance(exc, _READ_ONLY):
             raise Unavailable("the database takes no writes now (read-only: a standby, or a "
                               "failover under way)", self.retry_after_s) from exc
+        if isinstance(exc, _RETRYABLE):
+            # Retried already where a statement can be (``fetch``); a transaction's body
+            # cannot be run again from here. Either way the database is there.
+            raise Unavailable("the database ended this request's transaction in a conflict with "
+                              "another (a deadlock or serialization failure); try again",
+                              self.retry_after_s) from exc
         if isinstance(exc, psycopg.errors.QueryCanceled):
             raise Unavailable("the database did not answer in time", self.retry_after_s) from exc
         if isinstance(exc, (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError)):

@@ -1,14 +1,17 @@
-"""Job rows to the domain's Job and Lease: the one place that reads a job row by column name.
+"""Rows to typed records: the one place that reads a row by column name. Core gets the
+domain's Job and Lease, or the records below, and never a row's columns (tests/test_rows_stay_in_store.py).
 
-On the hot path (a claim of 100 jobs builds 100 of them), so the slots are set directly: a
-frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, which made a
-Job cost four times the row's own dict. Nothing is validated: the row is the database's.
+Jobs are on the hot path (a claim of 100 jobs builds 100 of them), so their slots are set
+directly: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
+which made a Job cost four times the row's own dict. The other records are NamedTuples,
+built as cheaply as a tuple. Nothing is validated: the row is the database's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, NamedTuple
 
 from jobq.domain.jobs import Job, JobStatus
 from jobq.domain.leases import Lease, format_lease_id
@@ -76,3 +79,257 @@ def lease(row: Row) -> Lease:
     _lease_locked_until(le, row["locked_until"])
     _lease_job(le, job(row))
     return le
+
+
+class JobChange(NamedTuple):
+    """What the lifecycle events and counters read of a job a statement changed. Statements
+    that return fewer columns (a batch ack, a reap, a purge) leave the others None."""
+
+    id: int
+    queue: str
+    type: str | None
+    worker_id: str | None
+    attempt: int | None
+    status: JobStatus | None
+    visible_at: datetime | None
+    claimed_at: datetime | None
+    completed_at: datetime | None
+
+
+def change(row: Row) -> JobChange:
+    get = row.get
+    status = get("status")
+    return JobChange(row["id"], row["queue"], get("type"), get("worker_id"), get("attempt"),
+                     None if status is None else _STATUS[status], get("visible_at"),
+                     get("claimed_at"), get("completed_at"))
+
+
+def changes(rows: Iterable[Row]) -> list[JobChange]:
+    return [change(r) for r in rows]
+
+
+def scalar(row: Row | None) -> Any:
+    """The one value of a one-column row (None for no row)."""
+    return None if row is None else next(iter(row.values()))
+
+
+class Claimed(NamedTuple):
+    """A job a claim leased: the lease to hand out, and the change for the events."""
+
+    lease: Lease
+    change: JobChange
+
+
+def claimed(rows: Iterable[Row]) -> list[Claimed]:
+    return [Claimed(lease(r), change(r)) for r in rows]
+
+
+class LeaseState(NamedTuple):
+    """A job's latest lease token and status, to tell a lost lease from one never issued."""
+
+    lease_token: int | None
+    status: JobStatus
+
+
+def lease_state(row: Row) -> LeaseState:
+    return LeaseState(row["lease_token"], _STATUS[row["status"]])
+
+
+def lease_states(rows: Iterable[Row]) -> dict[int, LeaseState]:
+    """By job id, from rows that carry it."""
+    return {r["id"]: lease_state(r) for r in rows}
+
+
+class BackoffInputs(NamedTuple):
+    attempt: int
+    backoff_base_ms: int
+    backoff_max_ms: int
+
+
+def backoff_inputs(row: Row) -> BackoffInputs:
+    return BackoffInputs(row["attempt"], row["backoff_base_ms"], row["backoff_max_ms"])
+
+
+class LeaseWon(NamedTuple):
+    """A lease a batch ack completed, and its job's change for the events."""
+
+    job_id: int
+    lease_token: int
+    change: JobChange
+
+
+def lease_won(row: Row) -> LeaseWon:
+    return LeaseWon(row["id"], row["lease_token"], change(row))
+
+
+class InsertedJob(NamedTuple):
+    """One input row of a batch insert: its job, or None when its idempotency key was taken."""
+
+    job: Job | None
+    change: JobChange | None
+
+
+def inserted(row: Row) -> InsertedJob:
+    if row["id"] is None:
+        return InsertedJob(None, None)
+    return InsertedJob(job(row), change(row))
+
+
+class QueueDepth(NamedTuple):
+    name: str
+    depth: int
+    max_depth: int | None
+
+
+def queue_depth(row: Row) -> QueueDepth:
+    return QueueDepth(row["name"], row["depth"], row["max_depth"])
+
+
+class QueueCaps(NamedTuple):
+    name: str
+    max_running: int | None
+    aging_ms: int | None
+
+
+def queue_caps(row: Row) -> QueueCaps:
+    return QueueCaps(row["name"], row["max_running"], row["aging_ms"])
+
+
+class QueueRecord(NamedTuple):
+    name: str
+    settings: dict[str, Any]
+
+
+def queue(row: Row, settings: Iterable[str]) -> QueueRecord:
+    return QueueRecord(row["name"], {k: row[k] for k in settings})
+
+
+class JobCount(NamedTuple):
+    """Jobs of one queue, status and type."""
+
+    queue: str
+    status: str
+    type: str
+    n: int
+
+
+def job_count(row: Row) -> JobCount:
+    return JobCount(row["queue"], row["status"], row["type"], row["n"])
+
+
+class QueueLag(NamedTuple):
+    queue: str
+    oldest_waiting_ms: int | None
+
+
+def queue_lag(row: Row) -> QueueLag:
+    return QueueLag(row["queue"], row["oldest_waiting_ms"])
+
+
+class SubscriptionRecord(NamedTuple):
+    topic: str
+    queue: str
+    type: str | None
+    created_at: datetime
+    created: bool  # by the statement that returned it (an upsert); False otherwise
+
+
+def subscription(row: Row) -> SubscriptionRecord:
+    return SubscriptionRecord(row["topic"], row["queue"], row["type"], row["created_at"],
+                              bool(row.get("created")))
+
+
+class Target(NamedTuple):
+    """Where a topic's publish goes for one subscription: the queue, and the type override."""
+
+    queue: str
+    type: str | None
+
+
+def target(row: Row) -> Target:
+    return Target(row["queue"], row["type"])
+
+
+class TokenRecord(NamedTuple):
+    """A token row: never its secret; its hash only where the live table reads it."""
+
+    id: str
+    name: str | None
+    role: str
+    queues: str
+    created_at: datetime | None
+    revoked_at: datetime | None
+    hash: str | None
+
+
+def token(row: Row) -> TokenRecord:
+    get = row.get
+    return TokenRecord(row["id"], get("name"), row["role"], row["queues"], get("created_at"),
+                       get("revoked_at"), get("hash"))
+
+
+class WorkerSeen(NamedTuple):
+    worker_id: str
+    running: int
+    queues: list[str]
+    last_seen_at: datetime
+
+
+def worker_seen(row: Row) -> WorkerSeen:
+    return WorkerSeen(row["worker_id"], row["running"], list(row["queues"]), row["last_seen_at"])
+
+
+class Finished(NamedTuple):
+    """Jobs of a queue that reached ``status`` (completed or dead) ``minutes_ago``."""
+
+    queue: str
+    status: str
+    minutes_ago: int
+    n: int
+
+
+def finished(row: Row) -> Finished:
+    return Finished(row["queue"], row["status"], row["minutes_ago"], row["n"])
+
+
+class ScheduleRecord(NamedTuple):
+    """A schedules row (``SELECT *``, ``RETURNING *``); ``created``: made by the upsert that
+    returned it (False for any other statement)."""
+
+    name: str
+    cron: str
+    timezone: str
+    misfire: str
+    enabled: bool
+    job_queue: str
+    job_type: str
+    job_payload: Any
+    job_priority: int
+    job_max_attempts: int | None
+    next_fire_at: datetime | None
+    pending_fire_at: datetime | None
+    last_fired_at: datetime | None
+    last_job_id: int | None
+    created_at: datetime
+    updated_at: datetime
+    created: bool
+
+
+def schedule(row: Row) -> ScheduleRecord:
+    return ScheduleRecord(
+        row["name"], row["cron"], row["timezone"], row["misfire"], row["enabled"],
+        row["job_queue"], row["job_type"], row["job_payload"], row["job_priority"],
+        row["job_max_attempts"], row["next_fire_at"], row["pending_fire_at"],
+        row["last_fired_at"], row["last_job_id"], row["created_at"], row["updated_at"],
+        bool(row.get("created")))
+
+
+class NextWake(NamedTuple):
+    """The earliest fire time of all schedules, and whether a fire waits for room."""
+
+    next_fire_at: datetime | None
+    pending: bool
+
+
+def next_wake(row: Row) -> NextWake:
+    return NextWake(row["next_fire_at"], bool(row["pending"]))
