@@ -144,6 +144,33 @@ async def test_killed_backends_cost_one_503_not_one_per_pooled_connection(
     assert statuses[-1] == 201
 
 
+async def test_the_request_that_finds_the_pool_dead_leaves_the_next_one_a_live_connection(
+        admin_url: str, database_url: str) -> None:
+    """The same crash, with requests rather than the reaper first to meet a dead backend:
+    the reaper looks once a second here, so the first request below is the one that finds
+    its connection gone. It answers 503, and only after the pool has checked its other idle
+    connections, so the requests after it do not each take one of the dead ones."""
+    async with running_app(make_settings(database_url, pool_size=8, reap_interval_s=1.0)) as application:
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobq", timeout=30) as c:
+            answers = await asyncio.gather(*(c.post("/v1/jobs", json={"type": "t"}) for _ in range(8)))
+            assert all(r.status_code == 201 for r in answers)
+            killed = await _terminate(admin_url, database_url)
+            assert len(killed) >= 4, killed
+
+            async def gone() -> bool:
+                async with await psycopg.AsyncConnection.connect(admin_url, autocommit=True) as conn:
+                    cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (killed,))
+                    row = await cur.fetchone()
+                    return row is not None and row[0] == 0
+
+            await aeventually(gone, what="the killed backends to exit")
+            statuses = [(await c.post("/v1/jobs", json={"type": "t"})).status_code for _ in range(16)]
+    assert set(statuses) <= {201, 503}, statuses
+    assert statuses.count(503) <= 1, statuses
+    assert statuses[-1] == 201
+
+
 async def test_a_read_only_server_answers_503_until_it_takes_writes_again(
         admin_url: str, database_url: str) -> None:
     """SQLSTATE 25006 (a standby, or a primary fenced for a failover) is a 503 with

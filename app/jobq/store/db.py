@@ -165,6 +165,12 @@ class Database:
             return
         if self._sweep is None or self._sweep.done():
             self._sweep = asyncio.create_task(self._check_pool(), name="jobq-pool-check")
+        # This request fails either way; it answers once the check has the pool's idle
+        # connections in hand, so the request after it cannot be handed another dead one
+        # in the moment before the check starts. Shielded: a cancelled request leaves the
+        # check running; bounded: a check stuck on a silent network delays no answer long.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._sweep), self.timeout_s)
 
     async def _check_pool(self) -> None:
         try:
