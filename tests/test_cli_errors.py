@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import pytest
 from jobq import __version__
 from jobq.client import Client, TransportError
 from tests.conftest import ROOT, LiveServer, free_port
+from tests.waiting import eventually
 
 
 def jobq(*args: str, env: dict[str, str] | None = None,
@@ -204,6 +204,8 @@ HANDLERS = textwrap.dedent("""
 
     def slow(job):
         # Runs until the test has seen its lease lost (the job was cancelled), then returns.
+        # It polls a flag file: it runs in the worker's process, which the test can only
+        # signal through the file system.
         flag = pathlib.Path(job.payload["flag"])
         while not flag.exists():
             time.sleep(0.05)
@@ -214,13 +216,13 @@ HANDLERS = textwrap.dedent("""
 
 
 def _wait_log(log: Path, text: str, timeout_s: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    """The worker's log once it holds ``text``."""
+    def logged() -> str | None:
         content = log.read_text()
-        if text in content:
-            return content
-        time.sleep(0.05)
-    raise AssertionError(f"{text!r} not logged:\n{log.read_text()}")
+        return content if text in content else None
+
+    return eventually(logged, timeout_s=timeout_s, poll_s=0.05,
+                      what=lambda: f"{text!r} logged; log:\n{log.read_text()}")
 
 
 @pytest.mark.slow
@@ -247,10 +249,8 @@ def test_the_worker_logs_its_url_queues_and_one_line_per_job_outcome(
             text = _wait_log(log, f"job {drop.id} (drop) attempt 1/3: discarded (dead)")
 
             slow = client.enqueue("slow", {"flag": str(tmp_path / "flag")}, queue="logq")
-            deadline = time.monotonic() + 30
-            while client.get(slow.id).status != "running":
-                assert time.monotonic() < deadline, "the slow job never ran"
-                time.sleep(0.05)
+            eventually(lambda: client.get(slow.id).status == "running", timeout_s=30, poll_s=0.05,
+                       what="the slow job running")
             client.cancel(slow.id)
             text = _wait_log(log, f"job {slow.id} (slow) attempt 1/")
     finally:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from jobq.cli.service import bind_refusal
 from jobq.settings import Settings
 from tests.conftest import ROOT, LiveServer, free_port
+from tests.waiting import eventually
 
 # Whatever the developer's shell holds must not decide these tests.
 _AMBIENT = ("JOBQ_TOKEN", "JOBQ_ADMIN_TOKEN", "JOBQ_URL", "JOBQ_DATABASE_URL")
@@ -32,16 +33,18 @@ def jobq(*args: str, database_url: str | None = None, **env: str) -> subprocess.
                           capture_output=True, text=True, timeout=60)
 
 
-def eventually_status(url: str, token: str | None, status: int, timeout_s: float = 5.0) -> None:
+def wait_for_status(url: str, token: str | None, status: int, timeout_s: float = 5.0) -> None:
+    """Until GET /v1/queues with ``token`` answers ``status``: the service reads tokens from
+    the database, so a change made by the CLI reaches it a moment later."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = httpx.get(url + "/v1/queues", headers=headers, timeout=5).status_code
-        if got == status:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"GET /v1/queues answered {got}, not {status}")
-        time.sleep(0.1)
+    answered: list[int] = []
+
+    def answers() -> bool:
+        answered.append(httpx.get(url + "/v1/queues", headers=headers, timeout=5).status_code)
+        return answered[-1] == status
+
+    eventually(answers, timeout_s=timeout_s, poll_s=0.1,
+               what=lambda: f"GET /v1/queues answering {status} (last answered {answered[-1]})")
 
 
 @pytest.fixture
@@ -71,7 +74,7 @@ def test_list_is_the_plain_80_column_table_of_the_other_listings(database_url: s
 def test_create_prints_only_the_token_which_works_until_revoked(database_url: str,
                                                               server: LiveServer) -> None:
     # Local mode until the first token: anyone on loopback may call.
-    eventually_status(server.url, None, 200)
+    wait_for_status(server.url, None, 200)
 
     made = jobq("tokens", "create", "--role", "admin", "--name", "ops", database_url=database_url)
     assert made.returncode == 0, made.stderr
@@ -82,8 +85,8 @@ def test_create_prints_only_the_token_which_works_until_revoked(database_url: st
     assert token_id in made.stderr and "admin" in made.stderr and token not in made.stderr
 
     # The running service reads it from the database: local mode is over.
-    eventually_status(server.url, None, 401)
-    eventually_status(server.url, token, 200)
+    wait_for_status(server.url, None, 401)
+    wait_for_status(server.url, token, 200)
 
     listed = jobq("tokens", "list", database_url=database_url)
     assert listed.returncode == 0, listed.stderr
@@ -98,7 +101,7 @@ def test_create_prints_only_the_token_which_works_until_revoked(database_url: st
     revoked = jobq("tokens", "revoke", token_id, database_url=database_url)
     assert revoked.returncode == 0, revoked.stderr
     assert revoked.stdout.startswith(f"revoked token {token_id} at ")
-    eventually_status(server.url, token, 401, timeout_s=3.0)  # every replica within a second
+    wait_for_status(server.url, token, 401, timeout_s=3.0)  # every replica within a second
     # Revoking the last token locks the door: it does not bring local mode back.
     assert httpx.get(server.url + "/v1/queues").status_code == 401
     after = json.loads(jobq("tokens", "list", "--json", database_url=database_url).stdout)
@@ -113,7 +116,7 @@ def test_json_create_and_a_queue_pattern_seen_by_the_client_commands(
     info = json.loads(made.stdout)
     assert info["role"] == "producer" and info["queues"] == "tenant-a.*,mail"
     assert info["token"].startswith(f"jq_{info['id']}_") and info["revoked_at"] is None
-    eventually_status(server.url, None, 401)
+    wait_for_status(server.url, None, 401)
 
     url = {"JOBQ_URL": server.url}
     ok = jobq("enqueue", "t", "--queue", "tenant-a.mail", "--json", JOBQ_TOKEN=info["token"], **url)
@@ -201,17 +204,15 @@ def _serve(database_url: str, host: str, *extra: str) -> tuple[subprocess.Popen[
 
 
 def _ready(proc: subprocess.Popen[str], url: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"jobq serve exited {proc.returncode}: {proc.stderr.read()}")  # type: ignore[union-attr]
         try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                return
+            return httpx.get(url + "/readyz", timeout=1).status_code == 200
         except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("jobq serve did not become ready")
+            return False
+
+    eventually(ready, timeout_s=30, poll_s=0.1, what=f"jobq serve ready on {url}")
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

@@ -175,7 +175,7 @@ async def test_a_token_revoked_while_a_job_runs_stops_the_worker(
 
     async def long_job(job: object) -> None:
         started.set()
-        await asyncio.sleep(60)
+        await asyncio.sleep(60)  # runs until the revoked token stops the worker
 
     try:
         await asyncio.to_thread(server.start)

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from handlers_live import running
 
@@ -33,6 +34,7 @@ from jobq.client import (
 from jobq.worker import Worker
 from tests import pg
 from tests.conftest import LiveServer
+from tests.waiting import eventually
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +58,6 @@ def jobq(server: LiveServer) -> Iterator[Client]:
 @pytest.fixture
 def queue() -> str:
     return f"q-{uuid.uuid4().hex[:10]}"
-
-
-def eventually_completed(jobq: Client, queue: str, n: int, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while (counts := jobq.queue(queue).counts).completed != n:
-        assert time.monotonic() < deadline, f"expected {n} completed, have {counts}"
-        time.sleep(0.05)
 
 
 # Producing and waiting
@@ -267,21 +262,38 @@ def test_producer_waits_out_queue_full_while_a_worker_drains_the_queue(
         jobq.enqueue_many([NewJob(type="t", queue=queue)])
 
     def slow(j: Job) -> None:
-        time.sleep(0.1)
+        time.sleep(0.1)  # a slow handler: the queue drains at a pace
 
-    resume = threading.Timer(1.0, lambda: jobq.update_queue(queue, paused=False))
+    refused = threading.Event()
+
+    class NoticesRefusals(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            response = super().handle_request(request)
+            if response.status_code == 429:
+                refused.set()
+            return response
+
+    def resume_once_refused() -> None:
+        # The queue drains only after the patient producer has met it full.
+        if refused.wait(30):
+            jobq.update_queue(queue, paused=False)
+
+    resume = threading.Thread(target=resume_once_refused, daemon=True)
     worker = Worker(server.url, queues=[queue], handlers={"t": slow}, wait_ms=500)
-    with running(worker), Client(server.url, retry_overload=10) as patient:
+    with running(worker), Client(server.url, retry_overload=10, transport=NoticesRefusals()) as patient:
         resume.start()
         try:
             started = time.monotonic()
             job = patient.enqueue("t", {"patient": True}, queue=queue)
             waited = time.monotonic() - started
         finally:
-            resume.cancel()
+            refused.set()  # lets the resumer end, whatever happened
+            resume.join(30)
         assert job.payload == {"patient": True} and job.status == "pending"
+        # It slept the Retry-After (at least 1 s) of the 429 it met, then got in.
         assert 0.9 <= waited < 10.0, waited
-        eventually_completed(jobq, queue, 6)
+        eventually(lambda: jobq.queue(queue).counts.completed == 6, poll_s=0.05,
+                   what=lambda: f"6 completed; counts {jobq.queue(queue).counts}")
     assert jobq.get(job.id).status == "completed"
 
 

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from jobq.client import Client, Job, JobFailed, NewJob
 from jobq.worker import Discard, Retry, Worker
 from tests import pg
 from tests.conftest import ROOT, LiveServer
+from tests.waiting import eventually
 
 HERE = Path(__file__).resolve().parent
 
@@ -53,19 +54,6 @@ def jobq(server: LiveServer) -> Iterator[Client]:
 @pytest.fixture
 def queue() -> str:
     return f"q-{uuid.uuid4().hex[:10]}"
-
-
-def eventually(check: Callable[[], Any], timeout_s: float = 20.0, what: Callable[[], str] = str) -> Any:
-    """Poll ``check`` until truthy; ``what`` says, at the failure, what was awaited and why
-    not (a callable, so that worker logs are read when it fails, not before)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout_s} s: {what()}")
-        time.sleep(0.05)
 
 
 class WorkerProcess:
@@ -147,7 +135,9 @@ def test_sigkilled_worker_job_is_completed_by_another_after_the_lease_expires(
     doomed = start(workers, server.url, queue, runs, "doomed")
     eventually(lambda: starts(runs, job.id), what=lambda: f"first run; log:\n{doomed.log()}")
     rescuer = start(workers, server.url, queue, runs, "rescuer")
-    # Two lease lengths: the doomed worker's heartbeats keep the job from the rescuer.
+    eventually(lambda: "serving queues=" in rescuer.log(), what=lambda: f"the rescuer up; log:\n{rescuer.log()}")
+    # Two lease lengths of the rescuer asking for work: the doomed worker's heartbeats keep
+    # the job from it. The length is the behaviour: without heartbeats the lease would end.
     time.sleep(2.0)
     held = jobq.get(job.id)
     assert held.status == "running" and held.worker_id == "doomed", held
@@ -232,7 +222,7 @@ def test_sigterm_lets_running_jobs_finish_without_duplicates_and_exits_0(
         assert (by_id[job_id].status, by_id[job_id].attempt) == ("pending", 0), by_id[job_id]
 
     second = start(workers, server.url, queue, runs, "second", concurrency=4)
-    eventually(lambda: jobq.queue(queue).counts.completed == 8, what=second.log)
+    eventually(lambda: jobq.queue(queue).counts.completed == 8, poll_s=0.05, what=second.log)
     assert sorted(Counter(r.job_id for r in starts(runs)).values()) == [1] * 8
     second.proc.send_signal(signal.SIGTERM)
     assert second.proc.wait(30) == 0, second.log()
@@ -250,21 +240,23 @@ def test_handler_running_three_leases_long_is_kept_by_heartbeats_and_runs_once(
 
     def slow(j: Job) -> str:
         calls.append(j.attempt)
-        time.sleep(3.0)
+        time.sleep(3.0)  # a slow handler: three lease lengths
         return "slept"
+
+    seen: set[Any] = set()
+
+    def lease_moved_twice() -> bool:
+        now = jobq.get(job.id)
+        assert (now.status, now.attempt, now.errors) == ("running", 1, []), now
+        seen.add(now.locked_until)
+        return len(seen) >= 3
 
     with running(Worker(server.url, queues=[queue], handlers={"slow": slow}, wait_ms=1000)):
         eventually(lambda: calls, what=lambda: "the handler starting")
-        seen = set()
-        for _ in range(4):  # through the three lease lengths the handler sleeps
-            time.sleep(0.5)
-            now = jobq.get(job.id)
-            if now.status != "running":
-                break
-            assert now.attempt == 1 and now.errors == [], now
-            seen.add(now.locked_until)
+        # Heartbeats move locked_until while the handler runs: the first lease and two more.
+        eventually(lease_moved_twice, poll_s=0.05,
+                   what=lambda: f"locked_until moving twice; seen {sorted(seen)}")
         done = jobq.wait(job.id, timeout=20)
-    assert len(seen) >= 2, "locked_until never moved: no heartbeats seen"
     assert calls == [1]
     assert (done.status, done.attempt, done.result, done.errors) == ("completed", 1, "slept", [])
 
@@ -332,7 +324,9 @@ def test_discard_sends_the_job_dead_at_once_with_the_reason(server: LiveServer, 
     with running(Worker(server.url, queues=[queue], handlers={"bad": reject}, wait_ms=1000)):
         with pytest.raises(JobFailed) as failed:
             jobq.wait(job.id, timeout=20)
-        time.sleep(0.5)  # a wrongly scheduled retry would be claimed by now
+        # A window in which nothing may happen: a wrongly scheduled retry would be claimed
+        # in it. An absence has no event to wait for, so its length is the test.
+        time.sleep(0.5)
     dead = failed.value.job
     assert (dead.status, dead.attempt) == ("dead", 1)
     assert calls == [1]
@@ -369,7 +363,7 @@ def test_sync_and_async_handlers_at_concurrency_16_run_every_job_exactly_once(
     def sync_job(j: Job) -> dict[str, Any]:
         enter("sync", j.id)
         try:
-            time.sleep(0.02)
+            time.sleep(0.02)  # a handler's work, so that handlers overlap
         finally:
             leave("sync")
         return {"n": j.payload["n"]}
@@ -377,7 +371,7 @@ def test_sync_and_async_handlers_at_concurrency_16_run_every_job_exactly_once(
     async def async_job(j: Job) -> dict[str, Any]:
         enter("async", j.id)
         try:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.02)  # a handler's work, so that handlers overlap
         finally:
             leave("async")
         return {"n": j.payload["n"]}
@@ -392,6 +386,7 @@ def test_sync_and_async_handlers_at_concurrency_16_run_every_job_exactly_once(
         eventually(
             lambda: jobq.queue(queue).counts.completed == 2 * per_kind,
             timeout_s=60,
+            poll_s=0.05,
             what=lambda: f"all completed; counts {jobq.queue(queue).counts}",
         )
     counts = jobq.queue(queue).counts

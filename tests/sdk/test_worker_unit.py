@@ -19,6 +19,7 @@ from sdk_fakes import FakeService
 
 import jobq.client as jobq
 from jobq.worker import Discard, Retry, Worker, load_handlers
+from tests.waiting import aeventually
 
 URL = "http://jobq.test"
 HERE = Path(__file__).parent
@@ -30,18 +31,10 @@ def make_worker(fake: FakeService, handlers: dict[str, Any], **kwargs: Any) -> W
     return Worker(URL, queues=["default"], handlers=handlers, transport=fake.transport, **kwargs)
 
 
-async def eventually(condition: Callable[[], bool], seconds: float = 5.0) -> None:
-    for _ in range(int(seconds / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in time")
-
-
 async def run_until(worker: Worker, done: Callable[[], bool]) -> None:
     """Start the worker, wait for ``done()``, ask it to stop and wait for it to end."""
     task = asyncio.create_task(worker.run_async())
-    await eventually(lambda: done() or task.done())
+    await aeventually(lambda: done() or task.done(), what="the worker done, or ended")
     assert not task.done(), task.exception()
     worker.stop()
     await asyncio.wait_for(task, 5)
@@ -83,7 +76,7 @@ async def test_claims_ask_only_for_free_slots() -> None:
         fake.add("slow")
 
     async def slow(job: jobq.Job) -> None:
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a slow handler, so that claims come while slots are taken
 
     await run_until(make_worker(fake, {"slow": slow}, concurrency=2), lambda: len(fake.acks) == 5)
     limits = [c["limit"] for c in fake.claims]
@@ -103,15 +96,17 @@ async def test_prefetch_claims_ahead_but_never_holds_more_than_slots_plus_prefet
 
     worker = make_worker(fake, {"t": handler}, concurrency=2, prefetch=3)
     task = asyncio.create_task(worker.run_async())
-    await eventually(lambda: len(fake.leased) == 5)
+    await aeventually(lambda: len(fake.leased) == 5, what="five jobs leased")
+    await aeventually(lambda: len(started) == 2, what="two handlers started")
     claims_then = len(fake.claims)
     # Everything held: the worker waits for a slot instead of asking again, and only two
-    # handlers run while three jobs wait.
+    # handlers run while three jobs wait. An absence has no event to wait for: the window's
+    # length is the test.
     await asyncio.sleep(0.3)
     assert len(fake.claims) == claims_then and len(fake.leased) == 5
     assert len(started) == 2
     release.set()
-    await eventually(lambda: len(fake.acks) == 10)
+    await aeventually(lambda: len(fake.acks) == 10, what="ten acks")
     worker.stop()
     await asyncio.wait_for(task, 5)
     assert max(c["limit"] for c in fake.claims) <= 5 and fake.claims[0]["limit"] == 5
@@ -125,7 +120,7 @@ async def test_prefetched_leases_are_heartbeated_before_they_start() -> None:
     async def handler(job: jobq.Job) -> None:
         if job.id == first:
             # The second job waits prefetched behind this one; its lease must be kept.
-            await eventually(lambda: f"L{second}.1" in fake.heartbeats)
+            await aeventually(lambda: f"L{second}.1" in fake.heartbeats, what="the prefetched lease beaten")
         else:
             beaten_before_start.append(f"L{second}.1" in fake.heartbeats)
 
@@ -148,12 +143,12 @@ async def test_a_job_arriving_while_an_ack_is_in_flight_starts_without_waiting_f
     # is still unanswered.
     worker = make_worker(fake, {"t": handler}, concurrency=1)
     task = asyncio.create_task(worker.run_async())
-    await eventually(lambda: fake.claims_open_at_ack != [])
+    await aeventually(lambda: fake.claims_open_at_ack != [], what="an ack sent while a claim is open")
     second = fake.add("t")
-    await eventually(lambda: ran == [first, second])
+    await aeventually(lambda: ran == [first, second], what="both jobs run")
     assert fake.acks == {} and not fake.ack_gate.is_set()
     fake.ack_gate.set()
-    await eventually(lambda: len(fake.acks) == 2)
+    await aeventually(lambda: len(fake.acks) == 2, what="two acks")
     worker.stop()
     await asyncio.wait_for(task, 5)
 
@@ -164,7 +159,7 @@ async def test_acks_go_out_while_a_long_poll_is_open() -> None:
         fake.add("t")
     worker = make_worker(fake, {"t": lambda job: job.id}, wait_ms=2000)
     task = asyncio.create_task(worker.run_async())
-    await eventually(lambda: len(fake.acks) == 3)
+    await aeventually(lambda: len(fake.acks) == 3, what="three acks")
     worker.stop()
     await asyncio.wait_for(task, 5)
     # The next long-poll went out before (and stayed open during) the acks.
@@ -182,12 +177,12 @@ async def test_stop_hands_back_prefetched_jobs_at_once_but_runs_a_last_attempt()
         if job.id == running:
             await stopping.wait()
             # Handed back while this job still runs, not after the grace period.
-            await eventually(lambda: spare in fake.fails)
+            await aeventually(lambda: spare in fake.fails, what="the spare job handed back")
         return job.id
 
     worker = make_worker(fake, {"t": handler}, concurrency=1, prefetch=2, grace_period=5)
     task = asyncio.create_task(worker.run_async())
-    await eventually(lambda: len(fake.leased) == 3)
+    await aeventually(lambda: len(fake.leased) == 3, what="three jobs leased")
     worker.stop()
     stopping.set()
     await asyncio.wait_for(task, 5)
@@ -209,9 +204,9 @@ async def test_jobs_finishing_together_are_acked_in_one_batch() -> None:
 
     worker = make_worker(fake, {"t": handler}, concurrency=20)
     task = asyncio.create_task(worker.run_async())
-    await eventually(lambda: len(fake.leased) == 20)
+    await aeventually(lambda: len(fake.leased) == 20, what="twenty jobs leased")
     release.set()
-    await eventually(lambda: len(fake.acks) == 20)
+    await aeventually(lambda: len(fake.acks) == 20, what="twenty acks")
     worker.stop()
     await asyncio.wait_for(task, 5)
     assert sum(fake.ack_batches) == 20
@@ -268,14 +263,14 @@ async def test_lost_lease_cancels_async_handlers_and_drops_sync_results() -> Non
 
     async def long_async(job: jobq.Job) -> str:
         try:
-            await asyncio.sleep(10)
+            await asyncio.sleep(10)  # a handler that outlives its lease, to be cancelled
         except asyncio.CancelledError:
             cancelled.set()
             raise
         return "never"
 
     def long_sync(job: jobq.Job) -> str:
-        time.sleep(0.3)
+        time.sleep(0.3)  # a sync handler that outlives its lease (it cannot be cancelled)
         sync_done.set()
         return "dropped"
 
@@ -289,7 +284,7 @@ async def test_heartbeats_come_well_before_the_lease_ends() -> None:
     fake.add("t")
 
     async def handler(job: jobq.Job) -> None:
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.5)  # the length of the work is what the beats are counted over
 
     await run_until(make_worker(fake, {"t": handler}, lease_ms=300), lambda: len(fake.acks) == 1)
     # Every 100 ms over 500 ms of work.
@@ -300,7 +295,7 @@ async def test_stop_aborts_the_long_poll() -> None:
     fake = FakeService()
     worker = make_worker(fake, {"t": lambda j: None}, wait_ms=10_000)
     task = asyncio.create_task(worker.run_async())
-    await eventually(lambda: bool(fake.claims))
+    await aeventually(lambda: bool(fake.claims), what="a claim")
     started = time.monotonic()
     worker.stop()
     await asyncio.wait_for(task, 2)
@@ -313,11 +308,11 @@ async def test_graceful_stop_acks_what_finishes_and_hands_back_the_rest() -> Non
     unblock = threading.Event()
 
     async def quick_handler(job: jobq.Job) -> str:
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # work that ends within the grace period
         return "done"
 
     async def stuck_handler(job: jobq.Job) -> None:
-        await asyncio.sleep(60)
+        await asyncio.sleep(60)  # work that outlasts the grace period
 
     def blocking_handler(job: jobq.Job) -> None:
         unblock.wait(10)
@@ -325,7 +320,7 @@ async def test_graceful_stop_acks_what_finishes_and_hands_back_the_rest() -> Non
     handlers = {"quick": quick_handler, "stuck": stuck_handler, "blocking": blocking_handler}
     worker = make_worker(fake, handlers, grace_period=0.4)
     task = asyncio.create_task(worker.run_async())
-    await eventually(lambda: len(fake.leased) == 3)
+    await aeventually(lambda: len(fake.leased) == 3, what="three jobs leased")
     started = time.monotonic()
     worker.stop()
     await asyncio.wait_for(task, 5)
@@ -342,7 +337,7 @@ async def test_backs_off_while_the_service_is_down() -> None:
     fake.down = True
     worker = make_worker(fake, {"t": lambda j: None})
     task = asyncio.create_task(worker.run_async())
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(1.0)  # the attempts are counted over this length: it is the test
     worker.stop()
     await asyncio.wait_for(task, 2)
     # No hot loop: exponential backoff from 0.25-0.5 s.
@@ -353,7 +348,7 @@ async def test_quick_empty_answers_do_not_spin() -> None:
     fake = FakeService()
     worker = make_worker(fake, {"t": lambda j: None}, wait_ms=0)
     task = asyncio.create_task(worker.run_async())
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(0.6)  # the claims are counted over this length: it is the test
     worker.stop()
     await asyncio.wait_for(task, 2)
     assert 1 <= len(fake.claims) <= 4
@@ -373,7 +368,7 @@ async def test_a_refused_heartbeat_stops_the_worker_instead_of_beating_again() -
     fake.refuse = {"heartbeat": (401, "unauthorized"), "fail": (401, "unauthorized")}
 
     async def long_job(job: jobq.Job) -> None:
-        await asyncio.sleep(60)
+        await asyncio.sleep(60)  # runs until the refused heartbeat stops the worker
 
     worker = make_worker(fake, {"t": long_job}, lease_ms=150, concurrency=1, grace_period=0.3)
     with pytest.raises(jobq.Unauthorized):
@@ -493,6 +488,18 @@ def start_child(seconds: float, kind: str) -> subprocess.Popen[str]:
     return child
 
 
+def said_on_stderr(child: subprocess.Popen[str], text: str) -> str:
+    """The child's stderr up to the line holding ``text`` (or to its end, if it never says
+    it: a child that exits closes it, so this does not hang)."""
+    assert child.stderr is not None
+    heard = ""
+    for line in iter(child.stderr.readline, ""):
+        heard += line
+        if text in line:
+            break
+    return heard
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 def test_sigterm_lets_the_running_job_finish_and_exits_zero() -> None:
     child = start_child(0.5, "async")
@@ -506,7 +513,10 @@ def test_sigterm_lets_the_running_job_finish_and_exits_zero() -> None:
 def test_a_second_signal_exits_at_once() -> None:
     child = start_child(30, "sync")
     child.send_signal(signal.SIGINT)
-    time.sleep(0.2)
+    # The second signal only after the first was handled (two pending signals of a kind
+    # merge into one): the worker says, on stderr, that it is stopping.
+    heard = said_on_stderr(child, "stopping")
+    assert "SIGINT: stopping" in heard, heard
     started = time.monotonic()
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=5)
