@@ -1,8 +1,9 @@
 # The jobq service as an image: the first stage builds jobq's wheel and a wheel of every
-# dependency of its "server" extra; the second installs from those wheels alone (no index:
-# what it runs is exactly what the first stage built) and runs `jobq serve` as a user that
-# is not root. Starting a container needs no network beyond its database: `jobq serve`
-# applies pending migrations from the installed package, then serves.
+# dependency of its "server" extra, at the versions requirements.lock pins (those the test
+# suite passed on); the second installs from those wheels alone (no index: what it runs is
+# exactly what the first stage built) and runs `jobq serve` as a user that is not root.
+# Starting a container needs no network beyond its database: `jobq serve` applies pending
+# migrations from the installed package, then serves.
 #
 #   docker build -t jobq .
 #   docker run -e JOBQ_DATABASE_URL=postgresql://… -e JOBQ_ADMIN_TOKEN=… -p 8000:8000 jobq
@@ -14,7 +15,7 @@ FROM python:3.12-slim AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 COPY . .
-RUN pip wheel --wheel-dir /wheels '.[server]'
+RUN pip wheel --wheel-dir /wheels --constraint requirements.lock '.[server]'
 
 FROM python:3.12-slim
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1

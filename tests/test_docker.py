@@ -23,9 +23,11 @@ from pathlib import Path
 import psycopg
 import pytest
 import yaml
+from packaging.utils import parse_wheel_filename
 
 from jobq.embedded import EmbeddedPostgres
 from jobq.store.migrate import head_revision
+from tests import lockfile
 from tests.conftest import ROOT, free_port
 
 
@@ -128,6 +130,8 @@ def test_two_stages_the_first_builds_wheels_of_the_checkout() -> None:
     assert build.all("COPY") == [". ."]
     wheel = build.run_command("pip wheel")
     assert wheel[-1] == ".[server]" and "--wheel-dir" in wheel
+    # At the versions the suite passed on: the lock, as constraints (it also pins test tools).
+    assert wheel[wheel.index("--constraint") + 1] == lockfile.LOCK.name
 
 
 def test_the_final_stage_installs_only_the_first_stages_wheels() -> None:
@@ -206,7 +210,7 @@ def test_the_build_context_holds_the_package_and_none_of_the_local_state(tmp_pat
     context = build_context(tmp_path / "context")
     present = {p.name for p in context.iterdir()}
     # README: pyproject's readme; setup.py: the build step that copies alembic/ and openapi/ in
-    assert {"pyproject.toml", "setup.py", "README.md", "app", "alembic", "openapi"} <= present
+    assert {"pyproject.toml", "setup.py", "README.md", "requirements.lock", "app", "alembic", "openapi"} <= present
     for local in (".venv", ".jobq", "tests", ".git", "build", ".ci"):
         assert local not in present
     assert not list(context.rglob("__pycache__")) and not list(context.rglob("*.egg-info"))
@@ -296,6 +300,10 @@ def test_the_images_commands_install_offline_then_migrate_and_serve_with_no_netw
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert list(wheels.glob("jobq-*.whl"))
+    # Each dependency's wheel is at the version the lock pins.
+    pins = lockfile.pins()
+    built = {name: version for name, version, _, _ in map(parse_wheel_filename, (w.name for w in wheels.glob("*.whl")))}
+    assert {n: v for n, v in built.items() if n != "jobq" and pins.get(n) != v} == {}
 
     # Stage 2, as written, into a fresh venv: no index, and no pip configuration or PIP_*
     # setting of this machine (its find-links would hide a wheel missing from stage 1's).

@@ -9,6 +9,7 @@ cannot be left out of the wheel without a test saying so.
 from __future__ import annotations
 
 import fnmatch
+import importlib.metadata
 import json
 import os
 import shutil
@@ -26,11 +27,14 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import Version
 from psycopg import sql
 
 import jobq
 from jobq.store.migrate import head_revision
-from tests import pg
+from tests import lockfile, pg
 from tests.conftest import ROOT, free_port
 
 APP = ROOT / "app"
@@ -94,6 +98,70 @@ def test_version_has_one_source() -> None:
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"jobq {VERSION}\n"
+
+
+
+# --- fast: requirements.lock against pyproject.toml and the installed packages -------------
+
+# Dependencies without an upper bound, each with the reason none is needed.
+UNBOUNDED = {"tzdata": "the time-zone database: data only, released by year"}
+
+
+def test_every_dependency_has_an_upper_bound() -> None:
+    unbounded = [
+        str(req)
+        for req in lockfile.declared()
+        if canonicalize_name(req.name) not in UNBOUNDED
+        and not any(spec.operator in ("<", "<=", "==", "~=", "===") for spec in req.specifier)
+    ]
+    assert unbounded == [], "the next release of these may break a new install: bound them"
+
+
+def test_the_lock_pins_each_dependency_within_pyprojects_bounds() -> None:
+    pins = lockfile.pins()
+    outside = []
+    for req in lockfile.declared():
+        if not lockfile.applies(req, set()):
+            continue  # another platform's
+        pinned = pins.get(canonicalize_name(req.name))
+        if pinned is None or not req.specifier.contains(pinned, prereleases=True):
+            outside.append(f"{req}: locked {pinned}")
+    assert outside == [], "remake requirements.lock (see its first lines)"
+
+
+def installed_closure(top: list[Requirement]) -> dict[NormalizedName, list[tuple[str, Requirement]]]:
+    """Every distribution the requirements bring on this machine, through the installed
+    packages' own metadata (extras and markers followed), with who asked for it and how."""
+    wanted: dict[NormalizedName, list[tuple[str, Requirement]]] = {}
+    walked: dict[NormalizedName, set[str]] = {}
+    todo = [("jobq", req) for req in top if lockfile.applies(req, set())]
+    while todo:
+        who, req = todo.pop()
+        name = canonicalize_name(req.name)
+        wanted.setdefault(name, []).append((who, req))
+        extras = set(req.extras)
+        if name in walked and extras <= walked[name]:
+            continue
+        walked[name] = walked.get(name, set()) | extras
+        requires = importlib.metadata.distribution(name).requires or []
+        todo.extend((name, dep) for dep in map(Requirement, requires) if lockfile.applies(dep, extras))
+    return wanted
+
+
+@pytest.mark.locked
+def test_the_installed_packages_are_the_locks_and_it_pins_nothing_else() -> None:
+    pins = lockfile.pins()
+    wanted = installed_closure(lockfile.declared())
+    # Every package the extras bring is pinned, and every pin is one of them (none stale).
+    unpinned, stale = sorted(wanted.keys() - pins.keys()), sorted(pins.keys() - wanted.keys())
+    assert (unpinned, stale) == ([], []), "remake requirements.lock (see its first lines)"
+    # Installed at the pinned version (the README installs with -c requirements.lock), which
+    # every package that asks for it accepts: pip would resolve the lock as it stands.
+    installed = {name: Version(importlib.metadata.version(name)) for name in wanted}
+    assert {n: v for n, v in installed.items() if v != pins[n]} == {}, "install with -c requirements.lock"
+    refused = [f"{who} wants {req}, locked {pins[name]}" for name, asks in wanted.items() for who, req in asks
+               if not req.specifier.contains(pins[name], prereleases=True)]
+    assert refused == []
 
 
 # --- slow: the wheel and fresh virtual environments -----------------------------------------

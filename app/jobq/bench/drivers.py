@@ -12,22 +12,28 @@ CPU per statement:
 - sync: one blocking Connection;
 - sync in threads: eight event-loop tasks, each handing its statement to a thread pool
   over a sync ConnectionPool (the usual way to use a sync driver from an async server).
+
+Its table and JSON are here, not in ``report.py``: they share nothing with the HTTP report,
+and ``report.py`` naming ``DriverFigure`` while this module imported its renderers was an
+import cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from rich.console import Console
+from rich.table import Table
 
 from jobq.bench.phases import run_async
-from jobq.bench.report import drivers_json, render_drivers
 from jobq.store.migrate import migrate
 
 SQL = "SELECT id, queue, type, status FROM jobs WHERE id = %(id)s"
@@ -134,6 +140,19 @@ def measure(url: str, n: int = 3000) -> list[DriverFigure]:
         sync_loop()
         figures.insert(1, _timed("sync", n, sync_loop))
     return figures
+
+
+def drivers_json(figures: Sequence[DriverFigure]) -> str:
+    return json.dumps([{"path": f.path, "rate": round(f.rate), "cpu_us": round(f.cpu_us)} for f in figures])
+
+
+def render_drivers(figures: Sequence[DriverFigure]) -> None:
+    table = Table(title="one prepared primary-key SELECT through each psycopg path")
+    for column in ("path", "statements/s", "client CPU per statement (us)"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+    for f in figures:
+        table.add_row(f.path, f"{f.rate:,.0f}", f"{f.cpu_us:,.0f}")
+    Console().print(table)
 
 
 def main(database_url: str | None, *, as_json: bool) -> int:

@@ -3,15 +3,10 @@ targets, and the tables on stdout (the JSON is the report itself)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-
-if TYPE_CHECKING:
-    from jobq.bench.drivers import DriverFigure
 
 # Informational targets shown next to the figures (issue 5).
 TARGET_BATCH_DRAIN_RATIO = 0.5
@@ -253,15 +248,3 @@ def render_sdk(console: Console, sdk: dict[str, Any], ratios: dict[str, float | 
             f"sdk_pickup_p99_vs_raw_{where}", cpu=False)
     console.print(table)
 
-
-def drivers_json(figures: Sequence[DriverFigure]) -> str:
-    return json.dumps([{"path": f.path, "rate": round(f.rate), "cpu_us": round(f.cpu_us)} for f in figures])
-
-
-def render_drivers(figures: Sequence[DriverFigure]) -> None:
-    table = Table(title="one prepared primary-key SELECT through each psycopg path")
-    for column in ("path", "statements/s", "client CPU per statement (us)"):
-        table.add_column(column, justify="left" if column == "path" else "right")
-    for f in figures:
-        table.add_row(f.path, f"{f.rate:,.0f}", f"{f.cpu_us:,.0f}")
-    Console().print(table)

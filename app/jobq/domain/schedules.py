@@ -1,8 +1,8 @@
 """Cron arithmetic for recurring schedules: parsing, next fire times in an IANA zone, misfires.
 
-Pure: the standard library and ``zoneinfo`` only. (croniter is a dependency of the server, but
-it fires a daily 02:30 job twice on a fall-back day; the rules below are easier to state and
-to test when the wall-clock logic is ours.)
+Pure: the standard library and ``zoneinfo`` only. (Not croniter: it fires a daily 02:30 job
+twice on a fall-back day; the rules below are easier to state and to test when the wall-clock
+logic is ours.)
 
 Expressions
     Five fields ``minute hour day-of-month month day-of-week`` (the contract's form; the
