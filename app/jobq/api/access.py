@@ -1,13 +1,13 @@
 """Access control: who is calling (an ASGI middleware every request passes) and whether the
 route allows them (one rule per route, in one table, checked by one dependency).
 
-Authentication sits outside everything else, the body limit and the hot paths included, so
+Authentication sits outside everything else, the body limit included, so
 a request without a valid token costs a header read and a dict lookup: no body is read, no
 route matched, no database touched. It answers 401 for every path but the public probes,
 unknown paths too, so that probing for routes learns nothing.
 
 Authorization needs the route, so it is a dependency (``caller``) that ``create_app`` puts on
-every router but the probes'; the hot paths run it like FastAPI does. ``check_rules`` makes
+every router but the probes'. ``check_rules`` makes
 the build fail for a route without a rule, or without the dependency, so a new route cannot
 answer without it. What a rule cannot say, because it depends on the body or the job (the
 queues a call names, the queue of a job read by id), the routes check with ``require_queues``
@@ -25,8 +25,8 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jobq.api.hot import original_route, resolved_routes
 from jobq.api.problems import BEARER_CHALLENGE, problem
+from jobq.api.resolved import original_route, resolved_routes
 from jobq.core.tokens import TokenTable
 from jobq.domain.access import Principal, Role
 from jobq.domain.errors import Forbidden, Unauthorized
