@@ -19,9 +19,7 @@ from fastapi.openapi.models import Schema
 
 from jobq.api import examples
 from jobq.api.bodies import component_schemas
-from jobq.api.problems import KINDS, PROBLEM, TYPE_BASE
-
-CODES = tuple(KINDS)
+from jobq.api.problems import CODES, KINDS, PROBLEM, TYPE_BASE
 
 _REF = "#/components/schemas/"
 

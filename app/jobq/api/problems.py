@@ -127,6 +127,8 @@ KINDS: dict[str, Kind] = {
         "effect."),
 }
 
+CODES = tuple(KINDS)
+
 
 def _kind(code: str) -> tuple[int, str, str]:
     return KINDS[code].statuses[0], code, KINDS[code].title
