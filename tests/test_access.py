@@ -21,6 +21,7 @@ import pytest
 from fastapi import FastAPI, Request
 from pydantic import ValidationError
 
+from jobq.api.access import guarded
 from jobq.api.app import create_app
 from jobq.api.deps import known_query
 from jobq.api.resolved import resolved_routes
@@ -266,14 +267,20 @@ UNKNOWN = ["/v1", "/v1/", "/v2/jobs", "/v1/nope", "/v1/jobs/1/nope", "/v1/jobs/"
 
 async def test_no_path_answers_without_a_token_but_the_probes(
         secured: FastAPI, database_url: str) -> None:
-    # Every route runs deps.known_query: the paths of the requests that reached one.
+    # Every route runs access.guarded or, if public, deps.known_query: the paths of the
+    # requests that reached one.
     reached: list[str] = []
 
     async def spy(request: Request) -> None:
         reached.append(request.url.path)
         await known_query(request)
 
+    async def guard_spy(request: Request) -> None:
+        reached.append(request.url.path)
+        await guarded(request)
+
     secured.dependency_overrides[known_query] = spy
+    secured.dependency_overrides[guarded] = guard_spy
     paths = sorted({_concrete(rc.path) for rc in resolved_routes(secured.router.routes)})
     assert "/openapi.json" in paths and "/docs" in paths and "/v1/leases/1/ack" in paths
     checked = 0

@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
 from jobq.api import document, problems
-from jobq.api.access import Authenticate, caller, check_rules, document_access
+from jobq.api.access import Authenticate, check_rules, document_access, guarded
 from jobq.api.deps import known_query
 from jobq.api.limits import BodyLimit
 from jobq.api.routes import (
@@ -193,7 +193,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     app.state.tokens = token_table
     problems.install(app)
     for module in (jobs, leases, queues, dead, schedules, topics, metrics, tokens, activity):
-        app.include_router(module.router, dependencies=[Depends(caller), Depends(known_query)])
+        app.include_router(module.router, dependencies=[Depends(guarded)])
     app.include_router(health.router, dependencies=[Depends(known_query)])
     app.include_router(problem_pages.router, dependencies=[Depends(known_query)])
     # The dashboard's files: public, as they hold no data (it reads /v1 with a token).

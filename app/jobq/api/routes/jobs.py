@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from jobq.api import render
-from jobq.api.access import caller, require_queues
+from jobq.api.access import admitted, caller, require_queues
 from jobq.api.bodies import JsonBody
-from jobq.api.deps import context
+from jobq.api.deps import context, context_of
 from jobq.api.document import GUARDED, answers
 from jobq.api.schemas import (
     JobBatchCreate,
@@ -45,13 +45,13 @@ _JOB = {404: "`not_found`: no such job"}
 
 @router.post("", status_code=201, response_model=JobPublic, responses=_ENQUEUE_RESPONSES,
              summary="Enqueue one job", openapi_extra=CREATE.openapi)
-async def create_job(request: Request, ctx: Context = Depends(context),
-                     who: Principal = Depends(caller)) -> Response:
+async def create_job(request: Request) -> Response:
     """Committed before the answer. `delay_ms` or `run_at` (not both) delay the job; a
     `run_at` in the past makes it visible at once. A queue at or above its `max_depth` of
     waiting (`pending` + `failed`) jobs answers 429. With concurrent producers the depth
     check reads committed counts, so the limit may be passed by at most the number of
     enqueues in flight at that moment."""
+    ctx, who = context_of(request), admitted(request)
     body = await CREATE.read(request)
     require_queues(who, (body.queue,))
     out = await enq.enqueue(ctx, body.to_domain())
@@ -66,11 +66,11 @@ async def create_job(request: Request, ctx: Context = Depends(context),
                  **_IDEMPOTENCY, 429: "`queue_full`: a target queue would pass max_depth; nothing "
                                       "enqueued. `Retry-After` in whole seconds"}),
              summary="Enqueue up to 1000 jobs, all or nothing", openapi_extra=CREATE_MANY.openapi)
-async def create_jobs(request: Request, ctx: Context = Depends(context),
-                      who: Principal = Depends(caller)) -> Response:
+async def create_jobs(request: Request) -> Response:
     """One transaction. Jobs come back in request order; an idempotent replay comes back as
     the existing job, and two jobs of one batch with the same key in the same queue are one
     job. A 409 for any conflicting key, or a 429, enqueues nothing."""
+    ctx, who = context_of(request), admitted(request)
     body = await CREATE_MANY.read(request)
     if not who.queues.is_all:  # the common case costs one test, not one call per job
         for i, j in enumerate(body.jobs):
