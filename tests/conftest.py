@@ -11,14 +11,12 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
 from jobq.api.app import create_app
-from jobq.api.hot import HotPaths
 from jobq.settings import Settings
 from tests import pg
 from tests.waiting import eventually
@@ -74,25 +72,6 @@ async def running_app(settings: Settings) -> AsyncIterator[FastAPI]:
 async def app(database_url: str) -> AsyncIterator[FastAPI]:
     async with running_app(make_settings(database_url)) as application:
         yield application
-
-
-@pytest.fixture
-def passed_on(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths of the requests the hot paths handed on to FastAPI, so that a test can tell
-    which way answered (both ways answering alike proves nothing if only one ran)."""
-    paths: list[str] = []
-    init = HotPaths.__init__
-
-    def spying_init(self: HotPaths, app: Any, routes: Any) -> None:
-        async def spy(scope: Any, receive: Any, send: Any) -> None:
-            if scope["type"] == "http":
-                paths.append(scope["path"])
-            await app(scope, receive, send)
-
-        init(self, spy, routes)
-
-    monkeypatch.setattr(HotPaths, "__init__", spying_init)
-    return paths
 
 
 @pytest.fixture

@@ -1,8 +1,7 @@
 """Every route × every caller × a queue in and out of the caller's scope (issue 11).
 
 The routes are the app's own, as FastAPI resolved them, so a new route fails here until it
-has a rule in jobq.api.access.RULES and a request builder below. Each case is sent both ways
-requests are answered: through the hot paths and through FastAPI's routing alone.
+has a rule in jobq.api.access.RULES and a request builder below.
 
 What each case expects follows from the route's rule and the issue's text: 401 without a
 valid token, 403 for a role the rule does not allow, and for an allowed role success in
@@ -27,7 +26,7 @@ from fastapi.routing import APIRoute
 
 from jobq.api import access
 from jobq.api.app import create_app
-from jobq.api.hot import is_hot, original_route, resolved_routes
+from jobq.api.resolved import original_route, resolved_routes
 from jobq.core import tokens
 from jobq.domain.access import Role
 from jobq.settings import Settings
@@ -79,10 +78,8 @@ class Call:
 class World:
     """An app with one token per caller, and a full admin for setting the scene."""
 
-    def __init__(self, app: FastAPI, client: httpx.AsyncClient, database_url: str,
-                 hot: bool) -> None:
+    def __init__(self, app: FastAPI, client: httpx.AsyncClient, database_url: str) -> None:
         self.app = app
-        self.hot = hot
         self.client = client
         self.database_url = database_url
         self.headers: dict[str, dict[str, str]] = {"none": {},
@@ -353,29 +350,25 @@ def expected(name: str, caller: str, queue: str, kind: str) -> str:
             "batch_by_id": "ok-without"}[kind]
 
 
-@pytest.fixture(params=[True, False], ids=["hot", "fastapi"])
-async def world(request: pytest.FixtureRequest, database_url: str,
-                passed_on: list[str]) -> AsyncIterator[World]:
-    app = create_app(make_settings(database_url), hot_paths=request.param)
+@pytest.fixture
+async def world(database_url: str) -> AsyncIterator[World]:
+    app = create_app(make_settings(database_url))
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://jobq", timeout=30) as client:
-            w = World(app, client, database_url, hot=request.param)
+            w = World(app, client, database_url)
             await w.add_tokens()
             yield w
 
 
 @pytest.mark.parametrize("name", ROUTE_NAMES)
-async def test_route_by_caller_by_scope(world: World, passed_on: list[str], name: str) -> None:
+async def test_route_by_caller_by_scope(world: World, name: str) -> None:
     assert name in BUILDERS, f"route {name} has no request builder in {__name__}.BUILDERS"
-    rc = next(rc for rc in ROUTES if rc.name == name)
-    hot_route = is_hot(rc)
     seen = []
     for caller, queue in itertools.product(CALLERS, (IN, OUT)):
         call = await BUILDERS[name](world, queue)
         want = expected(name, caller, queue, call.kind)
         before = world.snapshot()
-        handed_on = len(passed_on)
         r = await world.client.request(call.method, call.path, json=call.json, params=call.params,
                                        headers=world.headers[caller])
         case = (name, caller, queue, want, r.status_code, r.text[:300])
@@ -407,9 +400,4 @@ async def test_route_by_caller_by_scope(world: World, passed_on: list[str], name
         if want in ("401", "403", "404", "ok-without"):
             # Refused: nothing written, not a job, a lease, a queue setting or a token.
             assert world.snapshot() == before, case
-        if world.hot:
-            # A hot route is answered hot, refusals included; the others are handed on to
-            # FastAPI, but for a request without a valid token, which reaches no route at all.
-            handed = len(passed_on) - handed_on
-            assert handed == (0 if hot_route or want == "401" else 1), case
     assert len(seen) == len(CALLERS) * 2

@@ -6,7 +6,7 @@ No answer may be a 5xx, and every answer must keep to the document: its status i
 operation declares, with the declared content type, a body of the declared schema and the
 declared headers (``Retry-After`` on 429 and 503, ...); a wrong method is a 405 whose Allow
 names the documented methods. When an answer breaks the document and the document is what
-is wrong, fix the route's ``responses=`` (``jobq.api.problems.answers``), not this test.
+is wrong, fix the route's ``responses=`` (``jobq.api.document.answers``), not this test.
 
 Three ways in: local mode (no token at all), with an admin token (``JOBQ_ADMIN_TOKEN``) sent
 on every call, and with tokens but calls that carry none or a wrong one, each of which must

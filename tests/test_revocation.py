@@ -35,10 +35,10 @@ INVALID = 'Bearer realm="jobq", error="invalid_token"'
 ENDS_WITHIN_S = 3.0
 
 
-@pytest.fixture(params=[True, False], ids=["hot", "fastapi"])
-async def app(request: pytest.FixtureRequest, database_url: str) -> AsyncIterator[FastAPI]:
-    """An app with a bootstrap admin token, answering claims hot or through FastAPI."""
-    app = create_app(make_settings(database_url, admin_token=ADMIN_TOKEN), hot_paths=request.param)
+@pytest.fixture
+async def app(database_url: str) -> AsyncIterator[FastAPI]:
+    """An app with a bootstrap admin token."""
+    app = create_app(make_settings(database_url, admin_token=ADMIN_TOKEN))
     async with app.router.lifespan_context(app):
         yield app
 

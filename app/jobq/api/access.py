@@ -1,13 +1,13 @@
 """Access control: who is calling (an ASGI middleware every request passes) and whether the
 route allows them (one rule per route, in one table, checked by one dependency).
 
-Authentication sits outside everything else, the body limit and the hot paths included, so
+Authentication sits outside everything else, the body limit included, so
 a request without a valid token costs a header read and a dict lookup: no body is read, no
 route matched, no database touched. It answers 401 for every path but the public probes,
 unknown paths too, so that probing for routes learns nothing.
 
-Authorization needs the route, so it is a dependency (``caller``) that ``create_app`` puts on
-every router but the probes'; the hot paths run it like FastAPI does. ``check_rules`` makes
+Authorization needs the route, so it is a dependency (``caller``, inside ``guarded``) that
+``create_app`` puts on every router but the probes'. ``check_rules`` makes
 the build fail for a route without a rule, or without the dependency, so a new route cannot
 answer without it. What a rule cannot say, because it depends on the body or the job (the
 queues a call names, the queue of a job read by id), the routes check with ``require_queues``
@@ -25,8 +25,9 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jobq.api.hot import original_route, resolved_routes
+from jobq.api.deps import known_query
 from jobq.api.problems import BEARER_CHALLENGE, problem
+from jobq.api.resolved import original_route, resolved_routes
 from jobq.core.tokens import TokenTable
 from jobq.domain.access import Principal, Role
 from jobq.domain.errors import Forbidden, Unauthorized
@@ -130,6 +131,26 @@ async def caller(request: Request) -> Principal:
     return principal
 
 
+async def guarded(request: Request) -> None:
+    """The one dependency of every router behind the tokens: the route's rule (``caller``),
+    then the query check (``deps.known_query``). One dependency, not two: FastAPI solves each
+    on every request, and these routers carry the service's busiest calls."""
+    await caller(request)
+    await known_query(request)
+
+
+def admitted(request: Request) -> Principal:
+    """The principal ``caller`` admitted: for the endpoints that take the Request anyway (the
+    worker's and producer's POSTs), instead of ``Depends(caller)`` again, which FastAPI would
+    solve a second time on every request only to find it cached. ``caller`` runs before any
+    endpoint of a router with a rule (``check_rules`` makes sure), so this only reads what
+    it let through."""
+    principal: Principal | None = request.scope.get(SCOPE_KEY)
+    if principal is None:  # not behind Authenticate and caller: refuse rather than guess
+        raise Unauthorized("no access token was checked for this request")
+    return principal
+
+
 def require_queues(principal: Principal, queues: Iterable[str], where: str = "queue") -> None:
     """403 for the first queue a call names that the token's pattern does not cover."""
     if principal.queues.is_all:
@@ -152,7 +173,7 @@ def check_rules(routes: Sequence[BaseRoute]) -> frozenset[str]:
             raise TypeError(f"route {route.name} ({route.path}) has no rule in jobq.api.access.RULES")
         if rule.public:
             public.add(_public_path(route.path))
-        elif not _runs(route.dependant, caller):
+        elif not (_runs(route.dependant, guarded) or _runs(route.dependant, caller)):
             raise TypeError(f"route {route.name} ({route.path}) does not depend on access.caller")
     return frozenset(public)
 

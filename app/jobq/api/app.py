@@ -11,10 +11,9 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
-from jobq.api import problems
-from jobq.api.access import Authenticate, caller, check_rules, document_access
+from jobq.api import document, problems
+from jobq.api.access import Authenticate, check_rules, document_access, guarded
 from jobq.api.deps import known_query
-from jobq.api.hot import HotPaths, hot_routes
 from jobq.api.limits import BodyLimit
 from jobq.api.routes import (
     activity,
@@ -132,19 +131,16 @@ def _document_access(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = problems.complete_document(
+            app.openapi_schema = document.complete_document(
                 document_access(build(), app.router.routes))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
 
-def create_app(settings: Settings, database_url: str | None = None, *,
-               hot_paths: bool = True) -> FastAPI:
+def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     """The ASGI app. ``database_url`` (libpq form) overrides ``settings.database_url``, for
-    callers that started an embedded server. ``hot_paths=False`` serves every request
-    through FastAPI's routing (``jobq.api.hot``), for tests that compare the two. Raises
-    ``HotRouteError`` for a route marked ``@hot`` that the hot paths cannot honour."""
+    callers that started an embedded server."""
     url = database_url or settings.libpq_url
     db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
                   retry_after_s=settings.retry_after_s)
@@ -197,22 +193,17 @@ def create_app(settings: Settings, database_url: str | None = None, *,
     app.state.tokens = token_table
     problems.install(app)
     for module in (jobs, leases, queues, dead, schedules, topics, metrics, tokens, activity):
-        app.include_router(module.router, dependencies=[Depends(caller), Depends(known_query)])
+        app.include_router(module.router, dependencies=[Depends(guarded)])
     app.include_router(health.router, dependencies=[Depends(known_query)])
     app.include_router(problem_pages.router, dependencies=[Depends(known_query)])
     # The dashboard's files: public, as they hold no data (it reads /v1 with a token).
     app.include_router(ui.router, dependencies=[Depends(known_query)])
     public_paths = check_rules(app.router.routes)
-    problems.install_document(app)
+    document.install_document(app)
     _document_access(app)
-    # Built from the routes just included, and built either way, so that a route the hot
-    # paths cannot honour fails here, not on its first request.
-    hot = hot_routes(app.router.routes)
-    if hot_paths:
-        app.add_middleware(HotPaths, routes=hot)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     # Added last, so outermost: every request is authenticated before anything else, its
-    # body limit included, whichever way it is answered.
+    # body limit included.
     app.add_middleware(Authenticate, tokens=token_table, public_paths=public_paths,
                        retry_after_s=settings.retry_after_s)
     return app

@@ -14,6 +14,12 @@ async def context(request: Request) -> Context:
     return ctx
 
 
+def context_of(request: Request) -> Context:
+    """The same, for an endpoint that takes the Request anyway: no dependency to solve."""
+    ctx: Context = request.app.state.ctx
+    return ctx
+
+
 _KNOWN = "_jobq_query_names"
 
 

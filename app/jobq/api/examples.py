@@ -1,6 +1,6 @@
 """Examples for the OpenAPI document: a request body for every operation that takes one and
-an answer for every success, keyed by operationId (= the handler's name). Routes that carry
-their own (schedules) keep them; ``install`` fills in the rest and a problem+json example,
+an answer for every success, keyed by operationId (= the handler's name). The schedules' routes
+declare theirs from here (``SCHEDULE``…); ``install`` fills in the rest and a problem+json example,
 with its ``code``, for every error answer. tests/test_openapi_complete.py fails on an
 operation left without."""
 
@@ -9,8 +9,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# The schedules' example is the route's own (nulls included; see ``install``).
-from jobq.api.routes.schedules import _EXAMPLE as _SCHEDULE
 from jobq.store.migrate import head_revision
 
 _AT = "2026-01-15T09:30:00.000000Z"
@@ -47,6 +45,37 @@ _QUEUE = {"name": "emails", "settings": _SETTINGS,
           "waiting_by_type": {"email.welcome": 11, "email.digest": 2}, "oldest_waiting_ms": 850}
 _TOKEN = {"id": "tok_3f2a", "name": "billing workers", "role": "worker", "queues": "billing.*",
           "created_at": _AT, "revoked_at": None}
+
+# A schedule, and the request bodies its PUT and PATCH routes show (routes/schedules.py).
+SCHEDULE: dict[str, Any] = {
+    "name": "nightly-report",
+    "cron": "0 2 * * *",
+    "timezone": "Europe/Berlin",
+    "misfire": "run_once",
+    "enabled": True,
+    "job": {"queue": "reports", "type": "report.nightly", "payload": {"format": "pdf"},
+            "priority": 0, "max_attempts": None},
+    "next_fire_at": "2026-12-05T01:00:00Z",
+    "pending_fire_at": None,
+    "last_fired_at": "2026-12-04T01:00:00Z",
+    "last_job_id": "81723",
+    "created_at": "2026-11-30T09:12:44.120931Z",
+    "updated_at": "2026-11-30T09:12:44.120931Z",
+}
+SCHEDULE_PUTS: dict[str, Any] = {
+    "nightly": {"summary": "At 02:00 Berlin time, catching up once after downtime", "value": {
+        "cron": "0 2 * * *", "timezone": "Europe/Berlin", "misfire": "run_once",
+        "job": {"queue": "reports", "type": "report.nightly", "payload": {"format": "pdf"}}}},
+    "every-15-minutes": {"summary": "Every 15 minutes in UTC, skipping times missed", "value": {
+        "cron": "*/15 * * * *", "misfire": "skip", "job": {"type": "cache.refresh"}}},
+}
+SCHEDULE_PATCHES: dict[str, Any] = {
+    "disable": {"summary": "Stop firing (the schedule stays)", "value": {"enabled": False}},
+    "enable": {"summary": "Fire again, from the next fire time after now",
+               "value": {"enabled": True}},
+    "retime": {"summary": "Another time and payload", "value": {
+        "cron": "30 3 * * 1-5", "job": {"payload": {"format": "csv"}}}},
+}
 
 _SUBS = [{"queue": "billing", "type": "invoice.create", "created_at": _AT},
          {"queue": "emails", "type": None, "created_at": _AT},
@@ -111,10 +140,10 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "list_tokens": {"200": {"tokens": [_TOKEN]}},
     "create_token": {"201": {**_TOKEN, "token": "jobq_w_8Jt1cQ3...(shown once)"}},
     "revoke_token": {"200": {**_TOKEN, "revoked_at": "2026-01-16T10:00:00.000000Z"}},
-    "list_schedules": {"200": {"schedules": [_SCHEDULE]}},
-    "get_schedule": {"200": _SCHEDULE},
-    "put_schedule": {"201": _SCHEDULE, "200": _SCHEDULE},
-    "patch_schedule": {"200": _SCHEDULE},
+    "list_schedules": {"200": {"schedules": [SCHEDULE]}},
+    "get_schedule": {"200": SCHEDULE},
+    "put_schedule": {"201": SCHEDULE, "200": SCHEDULE},
+    "patch_schedule": {"200": SCHEDULE},
     "list_topics": {"200": {"topics": [_TOPIC]}},
     "get_topic": {"200": _TOPIC},
     "subscribe_queue": {"201": {"topic": "orders.placed", **_SUBS[0]},

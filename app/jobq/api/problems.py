@@ -1,9 +1,8 @@
-"""problem+json (RFC 9457): the one table from errors to answers, and how the OpenAPI document
-declares those answers."""
+"""problem+json (RFC 9457): the one table from errors to answers, at run time. How the OpenAPI
+document declares those answers is jobq.api.document's."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +13,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from jobq.api.hot import resolved_routes
+from jobq.api.resolved import resolved_routes
 from jobq.domain import errors as e
 
 PROBLEM = "application/problem+json"
@@ -127,6 +126,8 @@ KINDS: dict[str, Kind] = {
         "Report it with the time and request; reading the job tells whether the call took "
         "effect."),
 }
+
+CODES = tuple(KINDS)
 
 
 def _kind(code: str) -> tuple[int, str, str]:
@@ -298,137 +299,3 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(Exception, on_unexpected)
-
-
-# ---------------------------------------------------------------------------------------------
-# The OpenAPI side. Every route lists, with ``responses=answers(...)``, the error statuses it
-# can answer; each is declared as problem+json with the schemas below. The property-based fuzz
-# (tests/test_fuzz.py) holds the service to these declarations: an undeclared status, content
-# type or header fails it.
-
-CODES = tuple(KINDS)
-
-_REF = "#/components/schemas/"
-
-SCHEMAS: dict[str, dict[str, Any]] = {
-    "Problem": {
-        "title": "Problem",
-        "description": "RFC 9457 problem details with our own `code`: the body of every 4xx and 5xx.",
-        "type": "object",
-        "required": ["type", "title", "status", "detail", "code"],
-        "properties": {
-            "type": {"type": "string", "format": "uri-reference",
-                     "description": f"`{TYPE_BASE}{{code}}`, relative to the request's URL: "
-                     "`GET` it for a page (HTML, or JSON with `Accept: application/json`) on "
-                     "what the code means and what to do; no token needed"},
-            "title": {"type": "string"},
-            "status": {"type": "integer", "description": "the HTTP status of the answer"},
-            "detail": {"type": "string"},
-            "code": {"type": "string", "enum": list(CODES)},
-            "errors": {"type": "array", "items": {"$ref": _REF + "ProblemItem"},
-                       "description": "`validation_error` only: each thing wrong, and where"},
-            "already_completed": {
-                "type": "boolean",
-                "description": "`lease_lost` only, and only when true: this very lease completed "
-                "the job, whose result is stored (a retried ack whose first answer was lost)"},
-        },
-    },
-    "ProblemItem": {
-        "title": "ProblemItem",
-        "type": "object",
-        "required": ["loc", "msg"],
-        "properties": {
-            "loc": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-                    "description": "`body`, `query` or `path`, then names and list indexes"},
-            "msg": {"type": "string"},
-        },
-    },
-}
-
-# What each status means wherever it is answered; a route may say more (``notes``).
-MEANING: dict[int, str] = {
-    401: "`unauthorized`: once any access token exists, a call without a known bearer token",
-    403: "`forbidden`: the token's role may not make this call, or the queue is outside its pattern",
-    404: "`not_found`",
-    409: "`invalid_state`",
-    413: "`payload_too_large`: the body is over the size limit (default 1 MiB)",
-    422: "`validation_error`: the request does not fit this document; `errors` says where",
-    429: "`queue_full`, with `Retry-After` in whole seconds; nothing enqueued",
-    503: "`unavailable`: the database did not answer in time; try again after `Retry-After` seconds",
-}
-
-_RETRY_AFTER = {"Retry-After": {"description": "whole seconds, at least 1", "required": True,
-                                "schema": {"type": "string", "pattern": "^[0-9]+$"}}}
-HEADERS: dict[int, dict[str, Any]] = {
-    401: {"WWW-Authenticate": {"description": "`Bearer`", "required": True,
-                               "schema": {"type": "string"}}},
-    429: _RETRY_AFTER,
-    503: _RETRY_AFTER,
-}
-
-# Every call but the probes is behind the access tokens and reads the database.
-GUARDED = (401, 403, 503)
-
-
-def answers(*statuses: int, notes: Mapping[int, str] | None = None) -> dict[int | str, dict[str, Any]]:
-    """``responses=`` for a route: each status as problem+json, described by ``notes`` or by
-    ``MEANING``."""
-    notes = notes or {}
-    declared: dict[int | str, dict[str, Any]] = {}
-    for status in sorted(set(statuses) | set(notes)):
-        answer: dict[str, Any] = {
-            "description": notes.get(status) or MEANING[status],
-            "content": {PROBLEM: {"schema": {"$ref": _REF + "Problem"}}},
-        }
-        if status in HEADERS:
-            answer["headers"] = HEADERS[status]
-        declared[status] = answer
-    return declared
-
-
-def install_document(app: FastAPI) -> None:
-    """Adds the problem schemas to the app's OpenAPI document, and takes out the 422 FastAPI
-    declares on its own for every route with a parameter: that one names a body we never send
-    (``HTTPValidationError``), and routes whose parameters cannot be wrong (a job id is any
-    string; an unknown one is a 404) never answer 422 at all. Routes that can declare it with
-    ``answers(422)``."""
-    build = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            document = build()  # FastAPI's, cached on the app: adjusted once, in place
-            for path in document.get("paths", {}).values():
-                for operation in path.values():
-                    responses = operation.get("responses", {})
-                    schema = responses.get("422", {}).get("content", {}).get("application/json", {})
-                    if schema.get("schema", {}).get("$ref") == _REF + "HTTPValidationError":
-                        del responses["422"]
-            schemas = document.setdefault("components", {}).setdefault("schemas", {})
-            schemas.pop("HTTPValidationError", None)
-            schemas.pop("ValidationError", None)
-            schemas.update(SCHEMAS)
-        return app.openapi_schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
-
-
-_UNKNOWN_QUERY = ("`validation_error`: a query parameter this route does not take (or, where it "
-                  "takes some, a value that does not fit); `errors` says which")
-
-
-def complete_document(document: dict[str, Any]) -> dict[str, Any]:
-    """The last pass over the OpenAPI document, once the access rules are in it: every
-    operation behind a token declares the 422 that any unknown query parameter gets
-    (``deps.known_query``), and ``examples.install`` gives every body, success and error an
-    example (the errors with their ``code``)."""
-    from jobq.api import examples  # a table of literals; kept out of this module's import time
-
-    for item in document.get("paths", {}).values():
-        for op in item.values():
-            if op.get("security") == []:  # the probes: declared by hand in routes/health.py
-                continue
-            responses = op.setdefault("responses", {})
-            if "422" not in responses:
-                responses["422"] = answers(422, notes={422: _UNKNOWN_QUERY})[422]
-    examples.install(document, KINDS, TYPE_BASE)
-    return document

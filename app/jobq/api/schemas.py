@@ -115,8 +115,9 @@ Timestamp = Annotated[
 class Strict(BaseModel):
     """A request body: unknown fields are refused, and so is every value of the wrong JSON
     type (no coercion: "1" is not a number, 0 and "yes" are not booleans, 1.0 is not an
-    integer). Both ways a request is validated (the hot paths and FastAPI) are Python mode,
-    on the value the JSON parser produced, so strict mode judges the same values there."""
+    integer). Both ways a request body is validated (FastAPI's body parameters and
+    jobq.api.bodies) are Python mode, on the value the JSON parser produced, so strict mode
+    judges the same values there."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 

@@ -26,6 +26,21 @@ does three things uvicorn does not:
   file descriptors: nobody else is served.
 - **Malformed HTTP.** uvicorn's ``400`` for a request it cannot parse is plain text; ours is
   problem+json (``bad_request``).
+
+Why a subclass, when uvicorn's protocol class is not its public API: no public setting or
+ASGI middleware does any of the three (checked on uvicorn 0.55). An ASGI app sees a request
+only once its headers are whole and parsed, and is not told when the server starts to stop
+(the lifespan's shutdown comes after the last response). ``timeout_graceful_shutdown``
+cancels requests still running after that many seconds, into a 500 or a dropped
+connection, instead of answering long-polls now; ``timeout_keep_alive`` times only the idle
+time between requests, not a request whose line or headers trickle in;
+``h11_max_incomplete_event_size`` bounds their size, not their time; ``limit_concurrency``
+answers 503 to connections past a count, without closing the slow ones that fill it; and
+uvicorn writes its 400 for unparsable HTTP itself, before any app runs. The ``http=`` setting
+that takes this class is public; what it overrides (``shutdown``, ``send_400_response``, the
+parser's ``on_message_begin``/``on_headers_complete``, ``cycle``, ``server_state``) is not,
+so pyproject.toml pins uvicorn to the releases tests/test_serving.py,
+tests/test_slow_clients.py and tests/test_shutdown.py passed on.
 """
 
 from __future__ import annotations

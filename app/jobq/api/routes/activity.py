@@ -10,7 +10,7 @@ from starlette.responses import Response
 
 from jobq.api import render
 from jobq.api.deps import context
-from jobq.api.problems import GUARDED, answers
+from jobq.api.document import GUARDED, answers
 from jobq.api.schemas import Throughput, WorkerList
 from jobq.core import activity as core
 from jobq.core.context import Context

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from jobq.api import render
 from jobq.api.access import caller, require_queues
 from jobq.api.deps import context
-from jobq.api.problems import GUARDED, answers
+from jobq.api.document import GUARDED, answers
 from jobq.api.schemas import DeadFilter, Purged, QueueName, Replayed, Text255
 from jobq.core import dead as core
 from jobq.core.context import Context

@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from jobq.api import render
 from jobq.api.deps import context
-from jobq.api.problems import answers
+from jobq.api.document import answers
 from jobq.core.context import Context
 from jobq.domain.errors import Unavailable
 from jobq.store.migrate import head_revision

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from jobq.api import render
-from jobq.api.access import caller, require_queues
-from jobq.api.deps import context
-from jobq.api.hot import hot
-from jobq.api.problems import GUARDED, answers
+from jobq.api.access import admitted, caller, require_queues
+from jobq.api.bodies import JsonBody
+from jobq.api.deps import context, context_of
+from jobq.api.document import GUARDED, answers
 from jobq.api.schemas import (
     JobBatchCreate,
     JobBatchPublic,
@@ -29,6 +29,10 @@ from jobq.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
+# Read by the endpoints themselves, with orjson (jobq.api.bodies): these are a producer's calls.
+CREATE: JsonBody[JobCreate] = JsonBody(JobCreate)
+CREATE_MANY: JsonBody[JobBatchCreate] = JsonBody(JobBatchCreate)
+
 _IDEMPOTENCY = {409: "`idempotency_conflict`: the key names a job with another type or payload"}
 _ENQUEUE_RESPONSES = {
     200: {"model": JobPublic, "description": "idempotent replay: the existing job, nothing new"},
@@ -40,15 +44,15 @@ _JOB = {404: "`not_found`: no such job"}
 
 
 @router.post("", status_code=201, response_model=JobPublic, responses=_ENQUEUE_RESPONSES,
-             summary="Enqueue one job")
-@hot
-async def create_job(body: JobCreate, ctx: Context = Depends(context),
-                     who: Principal = Depends(caller)) -> Response:
+             summary="Enqueue one job", openapi_extra=CREATE.openapi)
+async def create_job(request: Request) -> Response:
     """Committed before the answer. `delay_ms` or `run_at` (not both) delay the job; a
     `run_at` in the past makes it visible at once. A queue at or above its `max_depth` of
     waiting (`pending` + `failed`) jobs answers 429. With concurrent producers the depth
     check reads committed counts, so the limit may be passed by at most the number of
     enqueues in flight at that moment."""
+    ctx, who = context_of(request), admitted(request)
+    body = await CREATE.read(request)
     require_queues(who, (body.queue,))
     out = await enq.enqueue(ctx, body.to_domain())
     job = render.job(out.job)
@@ -61,13 +65,13 @@ async def create_job(body: JobCreate, ctx: Context = Depends(context),
              responses=answers(*GUARDED, 413, 422, notes={
                  **_IDEMPOTENCY, 429: "`queue_full`: a target queue would pass max_depth; nothing "
                                       "enqueued. `Retry-After` in whole seconds"}),
-             summary="Enqueue up to 1000 jobs, all or nothing")
-@hot
-async def create_jobs(body: JobBatchCreate, ctx: Context = Depends(context),
-                      who: Principal = Depends(caller)) -> Response:
+             summary="Enqueue up to 1000 jobs, all or nothing", openapi_extra=CREATE_MANY.openapi)
+async def create_jobs(request: Request) -> Response:
     """One transaction. Jobs come back in request order; an idempotent replay comes back as
     the existing job, and two jobs of one batch with the same key in the same queue are one
     job. A 409 for any conflicting key, or a 429, enqueues nothing."""
+    ctx, who = context_of(request), admitted(request)
+    body = await CREATE_MANY.read(request)
     if not who.queues.is_all:  # the common case costs one test, not one call per job
         for i, j in enumerate(body.jobs):
             require_queues(who, (j.queue,), f"jobs[{i}].queue")

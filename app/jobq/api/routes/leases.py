@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from jobq.api import render
-from jobq.api.access import caller, require_queues
-from jobq.api.deps import context
-from jobq.api.hot import hot
-from jobq.api.problems import GUARDED, answers
+from jobq.api.access import admitted, require_queues
+from jobq.api.bodies import JsonBody
+from jobq.api.deps import context_of
+from jobq.api.document import GUARDED, answers
 from jobq.api.schemas import (
     AckBody,
     AckManyBody,
@@ -24,12 +24,17 @@ from jobq.api.schemas import (
     LeaseList,
 )
 from jobq.core import leases as core
-from jobq.core.context import Context
 from jobq.core.tokens import TokenTable
-from jobq.domain.access import Principal
 from jobq.domain.jobs import Failure
 
 router = APIRouter(prefix="/v1/leases", tags=["leases"])
+
+# Read by the endpoints themselves, with orjson (jobq.api.bodies): these are a worker's calls.
+CLAIM: JsonBody[ClaimBody] = JsonBody(ClaimBody)
+ACK_MANY: JsonBody[AckManyBody] = JsonBody(AckManyBody)
+HEARTBEAT: JsonBody[HeartbeatBody | None] = JsonBody(HeartbeatBody | None, required=False)
+ACK: JsonBody[AckBody | None] = JsonBody(AckBody | None, required=False)
+FAIL: JsonBody[FailBody] = JsonBody(FailBody)
 
 _LOST = answers(*GUARDED, 413, 422, notes={
     404: "`not_found`: no such lease",
@@ -39,10 +44,8 @@ _LOST = answers(*GUARDED, 413, 422, notes={
 
 
 @router.post("", response_model=LeaseList, summary="Claim jobs",
-             responses=answers(*GUARDED, 413, 422))
-@hot
-async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(context),
-                who: Principal = Depends(caller)) -> Response:
+             responses=answers(*GUARDED, 413, 422), openapi_extra=CLAIM.openapi)
+async def claim(request: Request) -> Response:
     """Leases up to `limit` claimable jobs. Queues are tried in the order listed, as
     Faktory's fetch does: a later queue only fills what the earlier ones left. Within a
     queue: `priority` descending, then `visible_at`, then creation. With `wait_ms`, waits
@@ -50,6 +53,8 @@ async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(contex
     queues hand out nothing; a queue with `max_running` never has more running jobs. A
     long-poll whose client hung up stops without claiming; one whose token is revoked
     while it waits answers `401` within a second and claims nothing."""
+    ctx, who = context_of(request), admitted(request)
+    body = await CLAIM.read(request)
     require_queues(who, body.queues)
     tokens: TokenTable = request.app.state.tokens
     leases = await core.claim(ctx, body.to_domain(), request.is_disconnected,
@@ -63,14 +68,14 @@ async def claim(body: ClaimBody, request: Request, ctx: Context = Depends(contex
 
 
 @router.post("/ack", response_model=AckManyPublic, summary="Ack many leases",
-             responses=answers(*GUARDED, 413, 422))
-@hot
-async def ack_many(body: AckManyBody, ctx: Context = Depends(context),
-                   who: Principal = Depends(caller)) -> Response:
+             responses=answers(*GUARDED, 413, 422), openapi_extra=ACK_MANY.openapi)
+async def ack_many(request: Request) -> Response:
     """Each lease is answered on its own, in request order: one lost lease does not fail
     the others. A `lease_lost` entry with `already_completed: true` is a lease that did
     complete its job (its result is stored): the ack of a retried request whose first answer
     was lost, not work lost to another worker."""
+    ctx, who = context_of(request), admitted(request)
+    body = await ACK_MANY.read(request)
     outcomes = await core.ack_many(ctx, [(a.lease_id, a.result) for a in body.acks],
                                    who.scope_regex)
     results = [
@@ -84,36 +89,36 @@ async def ack_many(body: AckManyBody, ctx: Context = Depends(context),
 
 
 @router.post("/{lease_id}/heartbeat", response_model=HeartbeatPublic, responses=_LOST,
-             summary="Extend a lease")
-@hot
-async def heartbeat(lease_id: str, body: HeartbeatBody | None = Body(default=None),
-                    ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
+             summary="Extend a lease", openapi_extra=HEARTBEAT.openapi)
+async def heartbeat(lease_id: str, request: Request) -> Response:
     """`locked_until` becomes now + `extend_ms` (default: the lease's length). A lease past
     its `locked_until` can no longer be extended."""
+    ctx, who = context_of(request), admitted(request)
+    body = await HEARTBEAT.read(request)
     extend = body.extend_ms if body else None
     until = await core.heartbeat(ctx, lease_id, extend, who.scope_regex)
     return render.json_response({"locked_until": until})
 
 
 @router.post("/{lease_id}/ack", response_model=JobPublic, responses=_LOST,
-             summary="Complete a job")
-@hot
-async def ack(lease_id: str, body: AckBody | None = Body(default=None),
-              ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
+             summary="Complete a job", openapi_extra=ACK.openapi)
+async def ack(lease_id: str, request: Request) -> Response:
     """The job becomes `completed` with `result`. A lease past its end whose expiry the
     service has not processed yet (at most 1 s) is still held, so a late ack succeeds."""
+    ctx, who = context_of(request), admitted(request)
+    body = await ACK.read(request)
     job = await core.ack(ctx, lease_id, body.result if body else None, who.scope_regex)
     return render.json_response(render.job(job))
 
 
 @router.post("/{lease_id}/fail", response_model=JobPublic, responses=_LOST,
-             summary="Report a failed attempt")
-@hot
-async def fail(lease_id: str, body: FailBody, ctx: Context = Depends(context),
-               who: Principal = Depends(caller)) -> Response:
+             summary="Report a failed attempt", openapi_extra=FAIL.openapi)
+async def fail(lease_id: str, request: Request) -> Response:
     """Retries after `min(backoff_base_ms × 2^(attempt−1), backoff_max_ms) × (1 + j)`, `j`
     in [0, 0.1), or after `retry_in_ms`; `retry: false` or no attempts left: `dead`.
     `error` is required (it is what `last_error` and `errors` show)."""
+    ctx, who = context_of(request), admitted(request)
+    body = await FAIL.read(request)
     job = await core.fail(ctx, lease_id, Failure(body.error, body.retry, body.retry_in_ms),
                           who.scope_regex)
     return render.json_response(render.job(job))

@@ -7,7 +7,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import Response
 
 from jobq.api.deps import context
-from jobq.api.problems import GUARDED, answers
+from jobq.api.document import GUARDED, answers
 from jobq.core import metrics
 from jobq.core.context import Context
 

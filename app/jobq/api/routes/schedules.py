@@ -9,7 +9,8 @@ from starlette.responses import Response
 
 from jobq.api import render
 from jobq.api.deps import context
-from jobq.api.problems import GUARDED, answers
+from jobq.api.document import GUARDED, answers
+from jobq.api.examples import SCHEDULE, SCHEDULE_PATCHES, SCHEDULE_PUTS
 from jobq.api.schemas import (
     ScheduleList,
     ScheduleName,
@@ -26,44 +27,16 @@ router = APIRouter(prefix="/v1/schedules", tags=["schedules"])
 Name = Annotated[ScheduleName, Path()]
 
 _NOT_FOUND = {404: "`not_found`: no such schedule"}
-_EXAMPLE: dict[str, Any] = {
-    "name": "nightly-report",
-    "cron": "0 2 * * *",
-    "timezone": "Europe/Berlin",
-    "misfire": "run_once",
-    "enabled": True,
-    "job": {"queue": "reports", "type": "report.nightly", "payload": {"format": "pdf"},
-            "priority": 0, "max_attempts": None},
-    "next_fire_at": "2026-12-05T01:00:00Z",
-    "pending_fire_at": None,
-    "last_fired_at": "2026-12-04T01:00:00Z",
-    "last_job_id": "81723",
-    "created_at": "2026-11-30T09:12:44.120931Z",
-    "updated_at": "2026-11-30T09:12:44.120931Z",
-}
-_PUT_EXAMPLES: dict[str, Any] = {
-    "nightly": {"summary": "At 02:00 Berlin time, catching up once after downtime", "value": {
-        "cron": "0 2 * * *", "timezone": "Europe/Berlin", "misfire": "run_once",
-        "job": {"queue": "reports", "type": "report.nightly", "payload": {"format": "pdf"}}}},
-    "every-15-minutes": {"summary": "Every 15 minutes in UTC, skipping times missed", "value": {
-        "cron": "*/15 * * * *", "misfire": "skip", "job": {"type": "cache.refresh"}}},
-}
-_PATCH_EXAMPLES: dict[str, Any] = {
-    "disable": {"summary": "Stop firing (the schedule stays)", "value": {"enabled": False}},
-    "enable": {"summary": "Fire again, from the next fire time after now",
-               "value": {"enabled": True}},
-    "retime": {"summary": "Another time and payload", "value": {
-        "cron": "30 3 * * 1-5", "job": {"payload": {"format": "csv"}}}},
-}
+
 
 
 def _one(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"example": _EXAMPLE}}}
+    return {"description": description, "content": {"application/json": {"example": SCHEDULE}}}
 
 
 @router.get("", response_model=ScheduleList, summary="List schedules",
             responses={200: {"description": "every schedule, by name", "content": {
-                "application/json": {"example": {"schedules": [_EXAMPLE]}}}},
+                "application/json": {"example": {"schedules": [SCHEDULE]}}}},
                 **answers(*GUARDED)})
 async def list_schedules(ctx: Context = Depends(context)) -> Response:
     """Every schedule, enabled or not, by name."""
@@ -83,7 +56,7 @@ async def get_schedule(name: Name, ctx: Context = Depends(context)) -> Response:
                 "description": "`/v1/schedules/{name}`", "required": True,
                 "schema": {"type": "string"}}}}, **answers(*GUARDED, 413, 422)},
             status_code=201)
-async def put_schedule(name: Name, body: Annotated[SchedulePut, Body(openapi_examples=_PUT_EXAMPLES)],
+async def put_schedule(name: Name, body: Annotated[SchedulePut, Body(openapi_examples=SCHEDULE_PUTS)],
                        ctx: Context = Depends(context)) -> Response:
     """Each fire enqueues one job from `job`, with the idempotency key
     `schedule:{name}:{fire time}` (such as `schedule:nightly-report:2026-12-04T01:00:00Z`), so
@@ -105,7 +78,7 @@ async def put_schedule(name: Name, body: Annotated[SchedulePut, Body(openapi_exa
               responses={200: _one("the schedule as changed"),
                          **answers(*GUARDED, 413, 422, notes=_NOT_FOUND)})
 async def patch_schedule(name: Name,
-                         body: Annotated[SchedulePatch, Body(openapi_examples=_PATCH_EXAMPLES)],
+                         body: Annotated[SchedulePatch, Body(openapi_examples=SCHEDULE_PATCHES)],
                          ctx: Context = Depends(context)) -> Response:
     """Only the fields given change; `job` is a partial template, where null sets a field
     back to its default. A new `cron` or `timezone`, or `enabled: true` on a disabled

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from jobq.api import render
 from jobq.api.access import caller
 from jobq.api.deps import context
-from jobq.api.problems import GUARDED, answers
+from jobq.api.document import GUARDED, answers
 from jobq.api.schemas import (
     PublishPublic,
     QueueName,
