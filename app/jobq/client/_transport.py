@@ -206,28 +206,44 @@ def _origin(request: httpx.Request) -> tuple[str, int]:
     return url.host, url.port or 80
 
 
-def _quiet(sock: socket.socket | None) -> bool:
-    """Nothing to read on an idle connection; readable means the server closed it (EOF)
-    or sent something unasked, and either way it must not carry a request.
+class _IdleCheck:
+    """Whether an idle connection is still quiet: nothing to read. Readable means the server
+    closed it (EOF) or sent something unasked, and either way it must not carry a request.
 
     poll, not select.select: select refuses a descriptor >= 1024 (ValueError), and in a
     process with that many files open every connection would be dropped after one request.
+    One poll object per connection, registered once: the check runs before every reuse, and
+    making and registering a poller each time was a third of its cost.
     """
-    if sock is None:
-        return False
-    try:
-        fd = sock.fileno()
-        if fd < 0:
+
+    __slots__ = ("_sock", "_poller")
+
+    def __init__(self, sock: socket.socket | None) -> None:
+        self._sock = sock
+        self._poller: select.poll | None = None
+
+    def quiet(self) -> bool:
+        sock = self._sock
+        if sock is None:
             return False
-        if _HAS_POLL:
-            poller = select.poll()
-            poller.register(fd, select.POLLIN | select.POLLPRI)
+        try:
+            poller = self._poller
+            if poller is None:
+                fd = sock.fileno()
+                if fd < 0:
+                    return False
+                if not _HAS_POLL:
+                    with selectors.DefaultSelector() as selector:  # Windows: no poll()
+                        selector.register(fd, selectors.EVENT_READ)
+                        return not selector.select(0)
+                poller = self._poller = select.poll()
+                poller.register(fd, select.POLLIN | select.POLLPRI)
+            elif sock.fileno() < 0:  # closed since: its number may name another file now
+                return False
+            # POLLHUP, POLLERR and POLLNVAL come back whatever was asked: not quiet either.
             return not poller.poll(0)
-        with selectors.DefaultSelector() as selector:  # Windows: no poll()
-            selector.register(fd, selectors.EVENT_READ)
-            return not selector.select(0)
-    except (OSError, ValueError):
-        return False
+        except (OSError, ValueError):
+            return False
 
 
 _HAS_POLL: Final = hasattr(select, "poll")
@@ -237,14 +253,15 @@ _HAS_POLL: Final = hasattr(select, "poll")
 
 
 class _Conn:
-    __slots__ = ("sock", "h11")
+    __slots__ = ("sock", "h11", "idle_check")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.h11 = _h11_connection()
+        self.idle_check = _IdleCheck(sock)
 
     def usable(self) -> bool:
-        return _quiet(self.sock)
+        return self.idle_check.quiet()
 
     def close(self) -> None:
         try:
@@ -407,7 +424,7 @@ class _Protocol(asyncio.Protocol):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.transport: asyncio.Transport | None = None
-        self.sock: socket.socket | None = None
+        self.idle_check = _IdleCheck(None)
         self.h11 = _h11_connection()
         self.closed = False
         # Bytes came while no request was out: the connection cannot be trusted with one.
@@ -426,7 +443,7 @@ class _Protocol(asyncio.Protocol):
         # no isinstance check here: both loops hand a stream transport to a stream protocol.
         self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
-        self.sock = sock
+        self.idle_check = _IdleCheck(sock)
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -624,7 +641,7 @@ class LeanAsyncTransport(httpx.AsyncBaseTransport):
                     proto.close()
                 continue
             # The loop may not have read the server's close yet: ask the socket itself.
-            if not proto.closed and not proto.unasked and _quiet(proto.sock):
+            if not proto.closed and not proto.unasked and proto.idle_check.quiet():
                 return proto
             proto.close()
         return None
