@@ -94,6 +94,9 @@ MAX_HEAD: Final = 65536
 DEFAULT_MAX_CONNECTIONS: Final = 100
 # Idle connections kept per transport; more are closed when returned.
 MAX_IDLE: Final = 100
+# A loop timer may fire this much before its time (the loop's clock resolution); the read
+# timer does not count that as a read deadline not yet reached.
+_TIMER_SLACK: Final = 0.001
 
 
 def _h11_connection() -> h11.Connection:
@@ -433,10 +436,14 @@ class _Protocol(asyncio.Protocol):
         self._answer: _Answer | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
-        # The read timeout of the request under way, pushed back at each read (per read,
-        # as httpx and the blocking half: a slow but steady answer is not cut off).
-        self._read_timer: asyncio.Timeout | None = None
+        # The read timeout of the request under way, per read (as httpx and the blocking
+        # half: a slow but steady answer is not cut off). Each read only moves the deadline;
+        # the one timer, when it fires early, waits on to the deadline (rescheduling a timer
+        # at every read cost a cancel and a new heap entry per answer).
+        self._read_timer: asyncio.TimerHandle | None = None
         self._read_t: float | None = None
+        self._read_deadline = 0.0
+        self._timed_out = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCP transport is not registered as an asyncio.Transport subclass, so
@@ -459,8 +466,8 @@ class _Protocol(asyncio.Protocol):
                 self.transport.close()
             return
         self.got_any = True
-        if self._read_timer is not None and self._read_t is not None:
-            self._read_timer.reschedule(self.loop.time() + self._read_t)
+        if self._read_t is not None:
+            self._read_deadline = self.loop.time() + self._read_t
         try:
             done = answer.feed(data)
         except httpx.RemoteProtocolError as exc:
@@ -500,6 +507,17 @@ class _Protocol(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def _read_timer_fired(self) -> None:
+        self._read_timer = None
+        if self._waiter is None or self._waiter.done():
+            return
+        left = self._read_deadline - self.loop.time()
+        if left > _TIMER_SLACK:  # a read came since the timer was set: wait on
+            self._read_timer = self.loop.call_later(left, self._read_timer_fired)
+            return
+        self._timed_out = True
+        self._waiter.set_result(None)
+
     async def exchange(self, body: bytes, request: httpx.Request, read_t: float | None,
                        reused: bool) -> _Answer:
         assert self.transport is not None
@@ -512,22 +530,25 @@ class _Protocol(asyncio.Protocol):
         self._answer = answer
         self._error = None
         self.got_any = False
-        waiter = self.loop.create_future()
+        loop = self.loop
+        waiter = loop.create_future()
         self._waiter = waiter
         self._read_t = read_t
+        self._timed_out = False
+        if read_t is not None:
+            self._read_deadline = loop.time() + read_t
+            self._read_timer = loop.call_later(read_t, self._read_timer_fired)
         try:
             self.transport.write(data)
-            # Small answers often arrived already; otherwise wait for them.
-            try:
-                async with asyncio.timeout(read_t) as timer:
-                    self._read_timer = timer
-                    await waiter
-            except TimeoutError as exc:
-                self.close()
-                raise httpx.ReadTimeout("read timed out", request=request) from exc
+            await waiter
         finally:
             self._waiter = None
-            self._read_timer = None
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+                self._read_timer = None
+        if self._timed_out:
+            self.close()
+            raise httpx.ReadTimeout("read timed out", request=request)
         error = self._error
         if error is not None:
             self.close()
