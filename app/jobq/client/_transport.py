@@ -81,7 +81,7 @@ import threading
 import urllib.request
 from collections.abc import Iterable
 from contextlib import suppress
-from typing import Final, cast
+from typing import Any, Final, cast
 
 import h11
 import httpx
@@ -94,6 +94,8 @@ MAX_HEAD: Final = 65536
 DEFAULT_MAX_CONNECTIONS: Final = 100
 # Idle connections kept per transport; more are closed when returned.
 MAX_IDLE: Final = 100
+# Sets of request headers whose check by h11 is remembered, per transport (_HeaderCache).
+HEADER_CACHE_SIZE: Final = 256
 # A loop timer may fire this much before its time (the loop's clock resolution); the read
 # timer does not count that as a read deadline not yet reached.
 _TIMER_SLACK: Final = 0.001
@@ -169,11 +171,42 @@ class _Answer:
         )
 
 
-def _request_bytes(connection: h11.Connection, request: httpx.Request, body: bytes) -> bytes:
-    """The request as h11 writes it, the body whole with its length (never chunked)."""
+class _HeaderCache:
+    """Request headers h11 has already checked, by what they were made from.
+
+    h11 checks every header of every request against its grammar (two regular expressions
+    a header), a fifth of the transport's CPU per request; a client sends the same headers
+    again and again (all of them for a ``GET``; for a ``POST`` all but a ``Content-Length``
+    that changes with the body). Handing h11 the ``headers`` of a ``Request`` it checked
+    before skips the check, as h11 does for headers it parsed itself. Bounded: cleared when
+    full, so a client whose headers keep changing pays only a dictionary lookup more.
+    """
+
+    __slots__ = ("_checked",)
+
+    def __init__(self) -> None:
+        self._checked: dict[tuple[tuple[tuple[bytes, bytes], ...], int], Any] = {}
+
+    def request(self, request: httpx.Request, body: bytes) -> h11.Request:
+        raw = request.headers.raw
+        key = (tuple(raw), len(body))
+        # raw_path: path and query, already percent-encoded.
+        target = request.url.raw_path
+        checked = self._checked.get(key)
+        if checked is not None:
+            return h11.Request(method=request.method, target=target, headers=checked)
+        event = h11.Request(method=request.method, target=target, headers=_sent_headers(raw, body))
+        if len(self._checked) >= HEADER_CACHE_SIZE:
+            self._checked.clear()
+        self._checked[key] = event.headers
+        return event
+
+
+def _sent_headers(raw: list[tuple[bytes, bytes]], body: bytes) -> list[tuple[bytes, bytes]]:
+    """The request's headers as sent: the body whole, with its length (never chunked)."""
     headers = []
     has_length = False
-    for name, value in request.headers.raw:
+    for name, value in raw:
         lower = name.lower()
         if lower == b"transfer-encoding":
             continue  # we always send the body whole, with its length
@@ -183,16 +216,24 @@ def _request_bytes(connection: h11.Connection, request: httpx.Request, body: byt
         headers.append((name, value))
     if body and not has_length:
         headers.append((b"Content-Length", str(len(body)).encode("ascii")))
+    return headers
+
+
+def _request_bytes(connection: h11.Connection, cache: _HeaderCache, request: httpx.Request,
+                   body: bytes) -> bytes:
+    """The request as h11 writes it, the body whole with its length (never chunked)."""
     try:
-        # raw_path: path and query, already percent-encoded.
-        data = connection.send(h11.Request(method=request.method, target=request.url.raw_path,
-                                           headers=headers))
+        data = connection.send(cache.request(request, body))
         if body:
             data += connection.send(h11.Data(data=body))
-        data += connection.send(h11.EndOfMessage())
+        data += connection.send(_END)
     except h11.LocalProtocolError as exc:
         raise httpx.LocalProtocolError(str(exc), request=request) from exc
     return data
+
+
+# Events are immutable: one end-of-message serves every request.
+_END: Final = h11.EndOfMessage()
 
 
 def _timeouts(request: httpx.Request) -> tuple[float | None, float | None, float | None, float | None]:
@@ -288,6 +329,7 @@ class LeanTransport(httpx.BaseTransport):
         self._max_idle = max_idle
         self._fallback: httpx.HTTPTransport | None = None
         self._closed = False
+        self._headers = _HeaderCache()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         if not _is_lean(request):
@@ -303,7 +345,7 @@ class LeanTransport(httpx.BaseTransport):
             if conn is None:
                 conn = self._connect(origin, connect_t, request)
             try:
-                data = _request_bytes(conn.h11, request, body)
+                data = _request_bytes(conn.h11, self._headers, request, body)
                 answer = self._exchange(conn, data, request, read_t, write_t, reused)
             except _Stale as stale:
                 conn.close()
@@ -518,14 +560,14 @@ class _Protocol(asyncio.Protocol):
         self._timed_out = True
         self._waiter.set_result(None)
 
-    async def exchange(self, body: bytes, request: httpx.Request, read_t: float | None,
-                       reused: bool) -> _Answer:
+    async def exchange(self, body: bytes, request: httpx.Request, headers: _HeaderCache,
+                       read_t: float | None, reused: bool) -> _Answer:
         assert self.transport is not None
         if self.unasked or self.closed:  # closed meanwhile, or bytes nobody asked for
             if reused:
                 raise _Stale(written=False)
             raise httpx.RemoteProtocolError("connection closed at once", request=request)
-        data = _request_bytes(self.h11, request, body)
+        data = _request_bytes(self.h11, headers, request, body)
         answer = _Answer(self.h11)
         self._answer = answer
         self._error = None
@@ -587,6 +629,7 @@ class LeanAsyncTransport(httpx.AsyncBaseTransport):
         self._waiters: list[asyncio.Future[None]] = []
         self._fallback: httpx.AsyncHTTPTransport | None = None
         self._closed = False
+        self._headers = _HeaderCache()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -608,7 +651,7 @@ class LeanAsyncTransport(httpx.AsyncBaseTransport):
                 if proto is None:
                     proto = await self._connect(loop, origin, connect_t, request)
                 try:
-                    answer = await proto.exchange(body, request, read_t, reused)
+                    answer = await proto.exchange(body, request, self._headers, read_t, reused)
                 except _Stale as stale:
                     proto.close()
                     _resend(stale, request)
