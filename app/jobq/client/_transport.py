@@ -137,7 +137,7 @@ class _Answer:
                     self.status = event.status_code
                     self.reason = event.reason
                     self.version = event.http_version
-                    self.headers = list(event.headers.raw_items())
+                    self.headers = event.headers.raw_items()
                 elif isinstance(event, h11.Data):
                     self._chunks.append(event.data)
                 elif isinstance(event, h11.EndOfMessage):
@@ -162,10 +162,14 @@ class _Answer:
         return True
 
     def response(self, request: httpx.Request) -> httpx.Response:
+        # stream=, as transports hand answers to httpx: the headers stay as received (content=
+        # would add a Content-Length, and costs an encoding step and a read here); the client
+        # reads the body from the stream (Response.read / aread), decoding it as usual.
+        chunks = self._chunks
         return httpx.Response(
             self.status,
             headers=self.headers,
-            content=b"".join(self._chunks),
+            stream=httpx.ByteStream(chunks[0] if len(chunks) == 1 else b"".join(chunks)),
             request=request,
             extensions={"http_version": b"HTTP/" + self.version, "reason_phrase": self.reason},
         )
