@@ -400,7 +400,7 @@ class LeanTransport(httpx.BaseTransport):
                   write_t: float | None, reused: bool) -> _Answer:
         sock = conn.sock
         try:
-            sock.settimeout(write_t)
+            _set_timeout(sock, write_t)
             sock.sendall(data)
         except TimeoutError as exc:
             raise httpx.WriteTimeout(f"write: {exc}", request=request) from exc
@@ -410,7 +410,7 @@ class LeanTransport(httpx.BaseTransport):
             raise httpx.WriteError(f"write: {exc}", request=request) from exc
         answer = _Answer(conn.h11)
         got_any = False
-        sock.settimeout(read_t)  # per read, as httpx: each recv may wait read_t
+        _set_timeout(sock, read_t)  # per read, as httpx: each recv may wait read_t
         while True:
             try:
                 chunk = sock.recv(RECV_SIZE)
@@ -442,6 +442,13 @@ class LeanTransport(httpx.BaseTransport):
             conn.close()
         if self._fallback is not None:
             self._fallback.close()
+
+
+def _set_timeout(sock: socket.socket, timeout: float | None) -> None:
+    # settimeout is a system call (it sets the descriptor's blocking mode) even when nothing
+    # changes; the read and write timeouts are usually equal and the same request after request.
+    if sock.gettimeout() != timeout:
+        sock.settimeout(timeout)
 
 
 class _Stale(Exception):
