@@ -637,3 +637,35 @@ def test_a_payload_that_is_not_a_mapping_is_refused_in_words() -> None:
     with Client("http://127.0.0.1:1") as c, pytest.raises(TypeError) as refused:
         c.enqueue("t", [1])  # type: ignore[arg-type]
     assert str(refused.value) == "payload must be a JSON object (a dict), not list"
+
+
+@pytest.mark.parametrize(
+    ("method", "content"),
+    [("GET", None), ("DELETE", None), ("POST", None), ("POST", b'{"a":1}'), ("PUT", b""),
+     ("PATCH", b"{}")],
+)
+@pytest.mark.parametrize(
+    "headers",
+    [{"User-Agent": "jobq-python/1", "Accept": "application/json"},
+     {"Authorization": "Bearer t", "X-Extra": "v", "Content-Type": "text/plain"},
+     {"Host": "other.test:81", "Accept": "application/json"}],
+)
+def test_requests_are_built_as_httpx_builds_them(
+    method: str, content: bytes | None, headers: dict[str, str]
+) -> None:
+    # The clients build requests themselves (Wire), for less CPU; what goes out must be what
+    # httpx.Request(content=...) would send: the same headers, in the same order, and body.
+    from jobq.client._base import Wire
+
+    wire = Wire("http://jobq.test:8080/base/", headers, httpx.Timeout(5))
+    built = wire.build(method, "/v1/jobs/a%2Fb", content, None, None)
+    sent = dict(headers)
+    if content is not None:
+        sent["Content-Type"] = "application/json"
+    expected = httpx.Request(method, "http://jobq.test:8080/base/v1/jobs/a%2Fb", headers=sent,
+                             content=content)
+    assert built.method == expected.method
+    assert built.url == expected.url
+    assert built.headers.raw == expected.headers.raw
+    assert built.read() == expected.read()
+    assert built.extensions["timeout"] == httpx.Timeout(5).as_dict()

@@ -428,3 +428,33 @@ def test_the_read_timeout_is_per_read_in_both_halves(serve: Callable[[Script], S
     timeout = httpx.Timeout(5, read=0.5)
     assert [a.content for a in get_sync(server, 1, timeout=timeout)] == [b"x" * 8]
     assert [a.content for a in asyncio.run(get_async(server, 1, timeout=timeout))] == [b"x" * 8]
+
+
+def test_each_request_sends_its_own_headers_and_length(
+    serve: Callable[[Script], ScriptedServer],
+) -> None:
+    # The transport remembers header sets h11 has checked; a request must still go with its
+    # own headers and Content-Length, never those of an earlier one that looked alike.
+    server = serve(answer_json)
+    bodies = [b'{"i":1}', b'{"i":1}', b'{"i":10}', b'{"i":1}']
+    tokens = ["a", "a", "a", "b"]
+
+    def send_sync(http: httpx.Client) -> None:
+        for body, token in zip(bodies, tokens, strict=True):
+            http.post("/v1/x", content=body, headers={"Authorization": f"Bearer {token}"})
+
+    async def send_async() -> None:
+        async with httpx.AsyncClient(base_url=server.url, transport=LeanAsyncTransport()) as http:
+            for body, token in zip(bodies, tokens, strict=True):
+                await http.post("/v1/x", content=body,
+                                headers={"Authorization": f"Bearer {token}"})
+
+    with httpx.Client(base_url=server.url, transport=LeanTransport()) as http:
+        send_sync(http)
+    asyncio.run(send_async())
+    assert len(server.requests) == 8
+    for sent, body, token in zip(server.requests, bodies * 2, tokens * 2, strict=True):
+        assert sent.endswith(b"\r\n\r\n" + body)
+        assert f"Content-Length: {len(body)}\r\n".encode() in sent
+        assert f"Authorization: Bearer {token}\r\n".encode() in sent
+        assert sent.count(b"Authorization:") == 1

@@ -318,14 +318,25 @@ class Wire:
     work the SDK never uses (base-URL merging, cookie jar, auth flow, redirect loop): that
     machinery cost more CPU than the service spends answering a request.
 
-    The request goes straight to the transport (``send`` in each client); the response is
-    an ``httpx.Response`` and transport failures are ``httpx.TransportError`` as before.
+    The headers are made once, in the order ``httpx.Request(content=...)`` gives them
+    (``Host`` first unless given, then ``Content-Length: 0`` for a bodiless ``POST``; a body's
+    ``Content-Length`` last), and each request is ``httpx.Request(stream=...)``, which takes them as they are: the
+    ``content=`` form parsed and rebuilt the header list twice a request and read the body
+    into the request at once. tests/sdk/test_client_unit.py checks both forms give the same.
+
+    The request goes straight to the transport (``send`` in each client), which reads the
+    body from the stream; the response is an ``httpx.Response`` and transport failures are
+    ``httpx.TransportError`` as before.
     """
 
     def __init__(self, url: str, headers: Mapping[str, str], timeout: httpx.Timeout) -> None:
-        self._base = str(httpx.URL(url)).rstrip("/")
-        self._headers = dict(headers)
-        self._json_headers = {**headers, "Content-Type": "application/json"}
+        parsed = httpx.URL(url)
+        self._base = str(parsed).rstrip("/")
+        given = httpx.Headers(headers)
+        self._host = [] if "Host" in given else [(b"Host", parsed.netloc)]
+        self._json_raw = httpx.Headers({**headers, "Content-Type": "application/json"}).raw
+        self._headers = self._bodiless("GET", given.raw)
+        self._post_headers = self._bodiless("POST", given.raw)
         self._timeout = timeout.as_dict()
         self._urls: dict[str, httpx.URL] = {}
 
@@ -339,6 +350,10 @@ class Wire:
             url = self._urls[path] = httpx.URL(self._base + path)
         return url
 
+    def _bodiless(self, method: str, given: list[tuple[bytes, bytes]]) -> httpx.Headers:
+        length = [(b"Content-Length", b"0")] if method in _BODY_METHODS else []
+        return httpx.Headers([*self._host, *length, *given])
+
     def build(
         self,
         method: str,
@@ -347,13 +362,26 @@ class Wire:
         params: Mapping[str, Any] | None,
         timeout: httpx.Timeout | None,
     ) -> httpx.Request:
+        if content:
+            length = (b"Content-Length", str(len(content)).encode("ascii"))
+            headers = httpx.Headers([*self._host, *self._json_raw, length])
+        elif content is not None:  # b"": as httpx, no body and so no length of its own
+            headers = self._bodiless(method, self._json_raw)
+        elif method in _BODY_METHODS:
+            headers = self._post_headers
+        else:
+            headers = self._headers
         return httpx.Request(
             method,
             self._url(path, params),
-            headers=self._headers if content is None else self._json_headers,
-            content=content,
+            headers=headers,
+            stream=httpx.ByteStream(b"" if content is None else content),
             extensions={"timeout": self._timeout if timeout is None else timeout.as_dict()},
         )
+
+
+# httpx sends "Content-Length: 0" with these when they have no body.
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 
 
 def make_timeout(timeout: float | httpx.Timeout | None) -> httpx.Timeout:
