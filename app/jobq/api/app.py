@@ -14,6 +14,7 @@ from fastapi.routing import APIRoute
 from jobq.api import document, problems
 from jobq.api.access import Authenticate, check_rules, document_access, guarded
 from jobq.api.deps import known_query
+from jobq.api.direct import check_direct
 from jobq.api.limits import BodyLimit
 from jobq.api.routes import (
     activity,
@@ -199,6 +200,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     # The dashboard's files: public, as they hold no data (it reads /v1 with a token).
     app.include_router(ui.router, dependencies=[Depends(known_query)])
     public_paths = check_rules(app.router.routes)
+    check_direct(app.router.routes)
     document.install_document(app)
     _document_access(app)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -11,6 +11,7 @@ from jobq.api import render
 from jobq.api.access import admitted, caller, require_queues
 from jobq.api.bodies import JsonBody
 from jobq.api.deps import context, context_of
+from jobq.api.direct import DirectRoute
 from jobq.api.document import GUARDED, answers
 from jobq.api.schemas import (
     JobBatchCreate,
@@ -27,7 +28,7 @@ from jobq.core.context import Context
 from jobq.domain.access import Principal
 from jobq.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, JobStatus
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=DirectRoute)
 
 # Read by the endpoints themselves, with orjson (jobq.api.bodies): these are a producer's calls.
 CREATE: JsonBody[JobCreate] = JsonBody(JobCreate)

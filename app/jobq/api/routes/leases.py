@@ -11,6 +11,7 @@ from jobq.api import render
 from jobq.api.access import admitted, require_queues
 from jobq.api.bodies import JsonBody
 from jobq.api.deps import context_of
+from jobq.api.direct import DirectRoute
 from jobq.api.document import GUARDED, answers
 from jobq.api.schemas import (
     AckBody,
@@ -27,7 +28,7 @@ from jobq.core import leases as core
 from jobq.core.tokens import TokenTable
 from jobq.domain.jobs import Failure
 
-router = APIRouter(prefix="/v1/leases", tags=["leases"])
+router = APIRouter(prefix="/v1/leases", tags=["leases"], route_class=DirectRoute)
 
 # Read by the endpoints themselves, with orjson (jobq.api.bodies): these are a worker's calls.
 CLAIM: JsonBody[ClaimBody] = JsonBody(ClaimBody)
