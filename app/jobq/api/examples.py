@@ -124,7 +124,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "heartbeat": {"200": {"locked_until": "2026-01-15T09:31:00.000000Z"}},
     "ack": {"200": _COMPLETED},
     "fail": {"200": _FAILED},
-    "list_queues": {"200": {"queues": [_QUEUE]}},
+    "list_queues": {"200": {"queues": [_QUEUE], "next_cursor": "cTplbWFpbA"}},
     "get_queue": {"200": _QUEUE},
     "patch_queue": {"200": _QUEUE},
     "replay_dead": {"200": {"replayed": 2}},

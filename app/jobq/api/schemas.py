@@ -324,7 +324,9 @@ class QueuePublic(BaseModel):
 
 
 class QueueList(BaseModel):
-    queues: list[QueuePublic]
+    queues: list[QueuePublic] = Field(description="one page, by name")
+    next_cursor: str | None = Field(
+        description="pass as `cursor` for the next page; null on the last page")
 
 
 class DeadFilter(Strict):

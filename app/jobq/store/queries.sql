@@ -556,3 +556,32 @@ SELECT q.name AS queue, f.status,
          WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
            AND j.completed_at > now() - make_interval(mins => %(minutes)s)) f
  GROUP BY 1, 2, 3;
+
+-- name: QueuePage
+-- A page of queues by name (the primary key in order), after %(after)s (NULL: from the first), names starting with %(prefix)s (NULL: any), within %(scope)s; the caller asks one row more than it shows, to know whether a page follows.
+-- The prefix is a filter, not a range: the order is the database's collation, in which the names that share a prefix need not sit together; at 10^4 queues a prefix search reads the whole primary key, a few ms.
+SELECT * FROM queues
+ WHERE (%(after)s::text IS NULL OR name > %(after)s::text)
+   AND (%(prefix)s::text IS NULL OR starts_with(name, %(prefix)s::text))
+   AND (%(scope)s::text IS NULL OR name ~ %(scope)s::text)
+ ORDER BY name
+ LIMIT %(limit)s;
+
+-- name: QueuePageCounts
+-- Job counts by queue, status and type of the queues of one page, from the trigger-kept counters (primary key probes: no other queue's counters are read).
+SELECT queue, status, type, sum(n)::bigint AS n
+  FROM job_counts
+ WHERE queue = ANY(%(queues)s::text[])
+ GROUP BY queue, status, type
+HAVING sum(n) <> 0;
+
+-- name: QueuePageOldestWaiting
+-- The lag (as QueueOldestWaiting) of the queues of one page only: one probe of jobs_waiting_idx each.
+SELECT q.name AS queue,
+       (SELECT (extract(epoch FROM now() - greatest(j.visible_at, '0001-01-01 00:00:00+00')) * 1000)::bigint
+          FROM jobs j
+         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+           AND NOT q.paused
+         ORDER BY j.visible_at LIMIT 1) AS oldest_waiting_ms
+  FROM queues q
+ WHERE q.name = ANY(%(queues)s::text[]);

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Query
 from starlette.responses import Response
 
 from jobq.api import render
@@ -15,6 +15,7 @@ from jobq.api.schemas import QueueList, QueueName, QueuePublic, QueueSettingsPat
 from jobq.core import queues as core
 from jobq.core.context import Context
 from jobq.domain.access import Principal
+from jobq.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 
 router = APIRouter(prefix="/v1/queues", tags=["queues"])
 
@@ -22,12 +23,28 @@ router = APIRouter(prefix="/v1/queues", tags=["queues"])
 # drops QueueName's pattern, and a PATCH could create a queue no enqueue could ever name.
 
 
-@router.get("", response_model=QueueList, summary="List queues", responses=answers(*GUARDED))
-async def list_queues(ctx: Context = Depends(context), who: Principal = Depends(caller)) -> Response:
-    """Counts come from counters kept by triggers, not from counting rows, so this stays
-    fast however many finished jobs the table holds. A token for some queues lists those."""
-    entries = [q for q in await core.list_queues(ctx) if who.sees(q["name"])]
-    return render.json_response({"queues": entries})
+@router.get("", response_model=QueueList, summary="List queues, by name, a page at a time",
+            responses=answers(*GUARDED, 422))
+async def list_queues(
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT, description=(
+        f"queues per page (default {DEFAULT_LIST_LIMIT}, at most {MAX_LIST_LIMIT})"))
+    ] = DEFAULT_LIST_LIMIT,
+    cursor: Annotated[str | None, Query(max_length=200, description=(
+        "`next_cursor` of the previous page; absent: the first page"))] = None,
+    prefix: Annotated[QueueName | None, Query(description=(
+        "only queues whose name starts with this"))] = None,
+    ctx: Context = Depends(context), who: Principal = Depends(caller),
+) -> Response:
+    """Paginated by name: pass `next_cursor` as `cursor` for the next page; it is null on
+    the last page. A client that sends no `cursor` gets the first page only (`limit`,
+    default 100): to see every queue, follow `next_cursor`. A queue created after a page
+    was read shows up on a later page if its name sorts after that page's last one.
+    Counts come from counters kept by triggers, read for the page's queues only, so a page
+    costs the same however many queues and jobs there are. A token for some queues lists
+    only those, page after full page."""
+    entries, next_cursor = await core.list_queues(
+        ctx, limit=limit, cursor=cursor, prefix=prefix, scope=who.scope_regex)
+    return render.json_response({"queues": entries, "next_cursor": next_cursor})
 
 
 @router.get("/{name}", response_model=QueuePublic, summary="Read a queue",
