@@ -9,7 +9,12 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from jobq.domain.access import ADMIN_TOKEN_ALPHABET, MIN_ADMIN_TOKEN_LENGTH, token_id_of
+from jobq.domain.access import (
+    ADMIN_TOKEN_ALPHABET,
+    MIN_ADMIN_TOKEN_LENGTH,
+    QueuePattern,
+    token_id_of,
+)
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_POOL_SIZE = 10
@@ -17,6 +22,9 @@ DEFAULT_DB_TIMEOUT_S = 5.0
 DEFAULT_REAP_INTERVAL_S = 0.5
 DEFAULT_RETRY_AFTER_S = 1
 DEFAULT_HEADER_TIMEOUT_S = 10.0
+# 500 queues' gauges are about 250 KB of /metrics (~9 series a queue): a scrape well under
+# Prometheus's defaults, whatever the number of queues (the rest is one `_other` bucket).
+DEFAULT_METRICS_QUEUES = 500
 
 
 class Settings(BaseSettings):
@@ -56,6 +64,18 @@ class Settings(BaseSettings):
         description="a connection that has not sent a whole request line and headers this long "
         "after opening (or after its request's first byte) is closed (408 if part came)",
     )
+    metrics_queues: int = Field(
+        default=DEFAULT_METRICS_QUEUES,
+        ge=0,
+        le=100_000,
+        description="/metrics gives per-queue series to at most this many queues (those with "
+        "the most waiting jobs, ties by name); the others are summed in queue=\"_other\"",
+    )
+    metrics_queue_pattern: str = Field(
+        default="*",
+        description="only queues matching this pattern (globs, comma-separated, as a token's "
+        "queues) get per-queue series in /metrics; the others are summed in queue=\"_other\"",
+    )
     admin_token: str | None = None
     log_format: Literal["json", "text"] = "text"
     log_level: str = "INFO"
@@ -69,6 +89,14 @@ class Settings(BaseSettings):
             raise ValueError("JOBQ_DATABASE_URL must start with postgresql://")
         check_libpq_url(value)
         return value
+
+    @field_validator("metrics_queue_pattern")
+    @classmethod
+    def _check_metrics_pattern(cls, value: str) -> str:
+        try:
+            return QueuePattern(value).text
+        except ValueError as exc:
+            raise ValueError(f"JOBQ_METRICS_QUEUE_PATTERN: {exc}") from None
 
     @field_validator("admin_token")
     @classmethod

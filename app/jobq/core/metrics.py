@@ -4,50 +4,86 @@ read from the database at scrape time so that every process reports the same tru
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client import REGISTRY, CollectorRegistry, Metric, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from jobq.core.context import Context
 from jobq.domain.jobs import JobStatus
-from jobq.store import records
 from jobq.store.queries import Q
 
+_WAITING = frozenset({JobStatus.PENDING.value, JobStatus.FAILED.value})
 
-async def exposition(ctx: Context) -> bytes:
-    """The /metrics body: this process's (or all workers') counters, plus database gauges."""
-    counts = [records.job_count(r) for r in await ctx.db.fetch(Q.MetricsDepths)]
-    lag = [records.queue_lag(r) for r in await ctx.db.fetch(Q.QueueOldestWaiting, {"queue": None})]
+
+# The label value of the queues not shown one by one. No queue can be called that (a name
+# starts with a letter or digit), so it never mixes with a real queue's series.
+OTHER = "_other"
+
+
+@dataclass(frozen=True)
+class QueueBound:
+    """Which queues get series of their own: at most ``limit``, the busiest (most waiting
+    jobs) of those matching ``pattern`` (a regular expression; None: every queue)."""
+
+    limit: int
+    pattern: str | None = None
+
+
+UNBOUNDED = QueueBound(limit=2**31 - 1)
+
+
+async def _queue_gauges(ctx: Context, bound: QueueBound) -> list[Metric]:
+    """Depths, counts by status and lag, per shown queue and summed in ``queue="_other"``.
+
+    Before this bound, 10,000 queues made a scrape of 2.6 s and 4 MB (~90,000 series).
+    The totals are exact: every counter is read and each one lands in its queue's series or
+    in ``_other``, so ``sum(jobq_jobs)`` is the true number of jobs whatever is shown."""
+    db = ctx.db
+    async with db.connection() as conn:
+        shown = [r["name"] for r in await db.run(
+            conn, Q.MetricsShownQueues, {"pattern": bound.pattern, "limit": bound.limit})]
+        counts = await db.run(conn, Q.MetricsDepthsShown, {"shown": shown})
+        lag = await db.run(conn, Q.MetricsOldestWaitingShown, {"shown": shown})
     waiting = GaugeMetricFamily("jobq_waiting_jobs", "Jobs waiting (pending + failed), by queue "
                                 "and type", labels=["queue", "type"])
     by_status = GaugeMetricFamily("jobq_jobs", "Jobs by queue and status",
                                   labels=["queue", "status"])
     oldest = GaugeMetricFamily("jobq_oldest_waiting_seconds", "Age of the oldest job claimable "
-                               "now, from its visible_at (0 when none)", labels=["queue"])
+                               "now, from its visible_at (0 when none); for _other the largest "
+                               "of those queues", labels=["queue"])
     waiting_acc: dict[tuple[str, str], int] = {}
     status_acc: dict[tuple[str, str], int] = {}
-    for c in counts:
-        status_acc[(c.queue, c.status)] = status_acc.get((c.queue, c.status), 0) + c.n
-        if c.status in ("pending", "failed"):
-            key = (c.queue, c.type)
-            waiting_acc[key] = waiting_acc.get(key, 0) + c.n
-    # A series that drops to zero is reported as 0, not left out: a vanished series reads as
-    # "no data" (and ``sum by (queue)`` as nothing) rather than as an empty queue. The grid is
-    # every known queue (``lag`` lists the queues table) by every status, and every
-    # (queue, type) that still has a job in any status for the waiting count.
-    queues = {r.queue for r in lag} | {q for q, _ in status_acc}
-    for c in counts:
-        waiting_acc.setdefault((c.queue, c.type), 0)
-    for q in queues:
+    for r in counts:
+        q, t, s, n = r["queue"] or OTHER, r["type"], r["status"], r["n"]
+        status_acc[(q, s)] = status_acc.get((q, s), 0) + n
+        # A series that drops to zero is reported as 0, not left out: a vanished series
+        # reads as "no data" (and ``sum by (queue)`` as nothing) rather than as an empty
+        # queue. So every (queue, type) that still has a job in any status has a waiting
+        # count, and every shown queue (and _other) every status.
+        waiting_acc[(q, t)] = waiting_acc.get((q, t), 0) + (n if s in _WAITING else 0)
+    for q in (*shown, OTHER):
         for status in JobStatus:
             status_acc.setdefault((q, status.value), 0)
     for (q, t), n in sorted(waiting_acc.items()):
         waiting.add_metric([q, t], n)
     for (q, s), n in sorted(status_acc.items()):
         by_status.add_metric([q, s], n)
-    for r in lag:
-        oldest.add_metric([r.queue], (r.oldest_waiting_ms or 0) / 1000)
+    lag_ms = {r["queue"] or OTHER: r["oldest_waiting_ms"] or 0 for r in lag}
+    for q in sorted((*shown, OTHER)):
+        oldest.add_metric([q], lag_ms.get(q, 0) / 1000)
+    return [waiting, by_status, oldest]
+
+
+async def _database_gauges(ctx: Context, bound: QueueBound) -> list[Metric]:
+    """Every gauge read from the database at scrape time (a new one: one more line here)."""
+    return [*await _queue_gauges(ctx, bound)]
+
+
+async def exposition(ctx: Context, bound: QueueBound = UNBOUNDED) -> bytes:
+    """The /metrics body: this process's (or all workers') counters, plus database gauges."""
+    gauges = await _database_gauges(ctx, bound)
 
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -59,7 +95,7 @@ async def exposition(ctx: Context) -> bytes:
 
     class _Gauges:
         def collect(self):  # type: ignore[no-untyped-def]
-            return [waiting, by_status, oldest]
+            return gauges
 
     db_registry.register(_Gauges())  # type: ignore[arg-type]
     return process_part + generate_latest(db_registry)

@@ -585,3 +585,33 @@ SELECT q.name AS queue,
          ORDER BY j.visible_at LIMIT 1) AS oldest_waiting_ms
   FROM queues q
  WHERE q.name = ANY(%(queues)s::text[]);
+
+-- name: MetricsShownQueues
+-- The queues /metrics gives series of their own: those matching %(pattern)s (a regular expression; NULL: every queue), at most %(limit)s, the most waiting jobs first, ties by name (so the set stays put while depths do).
+SELECT q.name
+  FROM queues q
+  LEFT JOIN (SELECT queue, sum(n) AS waiting FROM job_counts
+              WHERE status IN ('pending', 'failed') GROUP BY queue) w ON w.queue = q.name
+ WHERE %(pattern)s::text IS NULL OR q.name ~ %(pattern)s::text
+ ORDER BY coalesce(w.waiting, 0) DESC, q.name
+ LIMIT %(limit)s;
+
+-- name: MetricsDepthsShown
+-- Gauges for /metrics: job counts by queue, type and status from the counters, each queue of %(shown)s on its own and every other queue summed in one row of queue NULL per type and status, so the totals stay exact.
+SELECT s.name AS queue, c.type, c.status, sum(c.n)::bigint AS n
+  FROM job_counts c
+  LEFT JOIN unnest(%(shown)s::text[]) AS s(name) ON s.name = c.queue
+ GROUP BY s.name, c.type, c.status
+HAVING sum(c.n) <> 0;
+
+-- name: MetricsOldestWaitingShown
+-- The lag (as QueueOldestWaiting) of each queue of %(shown)s, and in one row of queue NULL the largest lag of every other queue: one probe of jobs_waiting_idx per queue (10^4 queues: ~50 ms).
+SELECT s.name AS queue,
+       max((SELECT (extract(epoch FROM now() - greatest(j.visible_at, '0001-01-01 00:00:00+00')) * 1000)::bigint
+              FROM jobs j
+             WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+               AND NOT q.paused
+             ORDER BY j.visible_at LIMIT 1)) AS oldest_waiting_ms
+  FROM queues q
+  LEFT JOIN unnest(%(shown)s::text[]) AS s(name) ON s.name = q.name
+ GROUP BY s.name;

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.responses import Response
 
@@ -10,6 +10,7 @@ from jobq.api.deps import context
 from jobq.api.document import GUARDED, answers
 from jobq.core import metrics
 from jobq.core.context import Context
+from jobq.domain.access import QueuePattern
 
 router = APIRouter(tags=["metrics"])
 
@@ -20,7 +21,19 @@ _TEXT = {200: {"description": "Prometheus text exposition format",
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response,
             responses={**_TEXT, **answers(*GUARDED)})
-async def get_metrics(ctx: Context = Depends(context)) -> Response:
+async def get_metrics(request: Request, ctx: Context = Depends(context)) -> Response:
     """Counters and histograms of this service (all its worker processes), and gauges of
-    waiting depth, counts by status and oldest-waiting age read from the database."""
-    return Response(await metrics.exposition(ctx), media_type=CONTENT_TYPE_LATEST)
+    waiting depth, counts by status and oldest-waiting age read from the database.
+
+    Per-queue gauges are bounded: at most `JOBQ_METRICS_QUEUES` queues (default 500; the
+    ones with the most waiting jobs, of those matching `JOBQ_METRICS_QUEUE_PATTERN`) have
+    series of their own; every other queue is summed into `queue="_other"`, so totals over
+    all series stay exact."""
+    return Response(await metrics.exposition(ctx, _bound(request)), media_type=CONTENT_TYPE_LATEST)
+
+
+def _bound(request: Request) -> metrics.QueueBound:
+    settings = request.app.state.settings
+    pattern = QueuePattern(settings.metrics_queue_pattern)
+    return metrics.QueueBound(limit=settings.metrics_queues,
+                              pattern=None if pattern.is_all else pattern.regex)
