@@ -245,6 +245,18 @@ def test_iter_jobs_follows_the_cursor_across_pages(jobq: Client, queue: str) -> 
     assert [j.id for j in jobq.iter_jobs(queue=queue, type="other", page_size=3)] == []
 
 
+def test_iter_queues_pages_through_every_queue_and_searches_by_prefix(jobq: Client, queue: str) -> None:
+    names = [f"{queue}-{i:02d}" for i in range(7)]
+    for name in names:
+        jobq.update_queue(name, max_depth=10)
+    first = jobq.list_queues(prefix=queue, limit=3)
+    assert [q.name for q in first.queues] == names[:3] and first.next_cursor is not None
+    assert [q.name for q in jobq.iter_queues(prefix=queue, page_size=3)] == names
+    assert [q.name for q in jobq.queues(prefix=queue)] == names
+    everyone = [q.name for q in jobq.iter_queues(page_size=2)]
+    assert everyone == sorted(set(everyone)) and set(names) <= set(everyone)
+
+
 # Overload
 
 

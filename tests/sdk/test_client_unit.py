@@ -413,6 +413,38 @@ def test_list_jobs_filters_and_iter_jobs_follows_the_cursor() -> None:
     assert second == {"queue": "q", "status": "dead", "limit": "2", "cursor": "c2"}
 
 
+def test_list_queues_pages_and_queues_reads_every_page() -> None:
+    rec = Recorder(
+        ok({"queues": [QUEUE, {**QUEUE, "name": "email2"}], "next_cursor": "c2"}),
+        ok({"queues": [{**QUEUE, "name": "email3"}], "next_cursor": None}),
+    )
+    c = client(rec)
+    page = c.list_queues(prefix="email", limit=2)
+    assert [q.name for q in page.queues] == ["email", "email2"] and page.next_cursor == "c2"
+    assert dict(rec.last.url.params) == {"prefix": "email", "limit": "2"}
+    page = c.list_queues(prefix="email", limit=2, cursor=page.next_cursor)
+    assert [q.name for q in page.queues] == ["email3"] and page.next_cursor is None
+    assert dict(rec.last.url.params) == {"prefix": "email", "limit": "2", "cursor": "c2"}
+
+    rec.answers = [ok({"queues": [QUEUE], "next_cursor": "c2"}),
+                   ok({"queues": [{**QUEUE, "name": "email3"}], "next_cursor": None})]
+    assert [q.name for q in c.iter_queues(page_size=1)] == ["email", "email3"]
+    # queues(), as before pagination, is every queue: it follows the cursor to the end
+    rec.answers = [ok({"queues": [QUEUE], "next_cursor": "c2"}),
+                   ok({"queues": [{**QUEUE, "name": "email3"}], "next_cursor": None})]
+    assert [q.name for q in c.queues()] == ["email", "email3"]
+    second = rec.requests[-1].url.params
+    assert second["cursor"] == "c2" and second["limit"] == "1000"
+
+
+async def test_async_iter_queues_follows_the_cursor() -> None:
+    rec = Recorder(ok({"queues": [QUEUE], "next_cursor": "c2"}),
+                   ok({"queues": [{**QUEUE, "name": "email3"}], "next_cursor": None}))
+    async with AsyncClient(URL, transport=httpx.MockTransport(rec)) as c:
+        assert [q.name async for q in c.iter_queues(prefix="e")] == ["email", "email3"]
+    assert dict(rec.requests[-1].url.params) == {"prefix": "e", "cursor": "c2"}
+
+
 def test_cancel_retry_and_dead_letter_calls() -> None:
     rec = Recorder(ok(job_json(status="cancelled")))
     c = client(rec)
@@ -452,7 +484,7 @@ QUEUE = {
 
 
 def test_queues_parse_and_update_queue_sends_only_what_is_given() -> None:
-    rec = Recorder(ok({"queues": [QUEUE]}))
+    rec = Recorder(ok({"queues": [QUEUE], "next_cursor": None}))
     c = client(rec)
     [q] = c.queues()
     assert q.settings.lease_ms == 30000 and q.settings.extra == {"future_knob": 1}

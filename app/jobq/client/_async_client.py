@@ -27,6 +27,7 @@ from jobq.client._models import (
     Lease,
     NewJob,
     Queue,
+    QueuePage,
     Schedule,
     Subscription,
     Topic,
@@ -262,9 +263,38 @@ class AsyncClient:
         data = await self._request("DELETE", b.path("dead"), params=params)
         return int(data["purged"])
 
-    async def queues(self) -> list[Queue]:
-        data = await self._request("GET", b.path("queues"))
-        return [Queue.from_json(q) for q in data["queues"]]
+    async def list_queues(
+        self,
+        *,
+        prefix: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> QueuePage:
+        """One page of queues by name (the service's default: 100, at most 1000), only those
+        whose name starts with ``prefix`` if given. ``iter_queues`` follows the cursor for you."""
+        params = {"prefix": prefix, "limit": limit, "cursor": cursor}
+        data = await self._request(
+            "GET", b.path("queues"), params={k: v for k, v in params.items() if v is not None}
+        )
+        return QueuePage.from_json(data)
+
+    async def iter_queues(
+        self, *, prefix: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[Queue]:
+        """Every queue (whose name starts with ``prefix``), by name, fetching pages as it goes."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_queues(prefix=prefix, limit=page_size, cursor=cursor)
+            for queue in page.queues:
+                yield queue
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def queues(self, *, prefix: str | None = None) -> list[Queue]:
+        """Every queue (whose name starts with ``prefix``), all pages read: with many
+        queues prefer ``iter_queues`` or ``list_queues``."""
+        return [q async for q in self.iter_queues(prefix=prefix, page_size=1000)]
 
     async def queue(self, name: str) -> Queue:
         return Queue.from_json(await self._request("GET", b.path("queues", name)))

@@ -23,6 +23,7 @@ from jobq.client._models import (
     Lease,
     NewJob,
     Queue,
+    QueuePage,
     Schedule,
     Subscription,
     Topic,
@@ -255,9 +256,37 @@ class Client:
         data = self._request("DELETE", b.path("dead"), params=params)
         return int(data["purged"])
 
-    def queues(self) -> list[Queue]:
-        data = self._request("GET", b.path("queues"))
-        return [Queue.from_json(q) for q in data["queues"]]
+    def list_queues(
+        self,
+        *,
+        prefix: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> QueuePage:
+        """One page of queues by name (the service's default: 100, at most 1000), only those
+        whose name starts with ``prefix`` if given. ``iter_queues`` follows the cursor for you."""
+        params = {"prefix": prefix, "limit": limit, "cursor": cursor}
+        data = self._request(
+            "GET", b.path("queues"), params={k: v for k, v in params.items() if v is not None}
+        )
+        return QueuePage.from_json(data)
+
+    def iter_queues(
+        self, *, prefix: str | None = None, page_size: int | None = None
+    ) -> Iterator[Queue]:
+        """Every queue (whose name starts with ``prefix``), by name, fetching pages as it goes."""
+        cursor: str | None = None
+        while True:
+            page = self.list_queues(prefix=prefix, limit=page_size, cursor=cursor)
+            yield from page.queues
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def queues(self, *, prefix: str | None = None) -> list[Queue]:
+        """Every queue (whose name starts with ``prefix``), all pages read: with many
+        queues prefer ``iter_queues`` or ``list_queues``."""
+        return [q for q in self.iter_queues(prefix=prefix, page_size=1000)]
 
     def queue(self, name: str) -> Queue:
         return Queue.from_json(self._request("GET", b.path("queues", name)))

@@ -270,6 +270,22 @@ class Queue:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class QueuePage:
+    """One page of ``list_queues``; pass ``next_cursor`` back for the next (None: last page)."""
+
+    queues: list[Queue]
+    next_cursor: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> QueuePage:
+        cursor = data.get("next_cursor")
+        return cls(
+            queues=[Queue.from_json(q) for q in data.get("queues") or []],
+            next_cursor=str(cursor) if cursor is not None else None,
+        )
+
+
 _SCHEDULE_JOB_FIELDS = frozenset("queue type payload priority max_attempts".split())
 
 
