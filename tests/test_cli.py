@@ -67,3 +67,29 @@ def test_queue_settings_and_errors(live_server: LiveServer) -> None:
     assert bad.returncode == 2
     missing = jobq(live_server, "job", "424242")
     assert missing.returncode == 1 and "not_found" in missing.stdout + missing.stderr
+
+
+def test_queues_pages_through_every_queue_and_searches_by_prefix(live_server: LiveServer) -> None:
+    """Issue 24: the service answers a page at a time; the command still lists every queue
+    (1,200: two pages of the service's largest), or --limit of them, or those of --prefix."""
+    import psycopg
+
+    with psycopg.connect(live_server.database_url) as conn:
+        conn.execute("INSERT INTO queues (name) SELECT 'q' || lpad(i::text, 4, '0') FROM generate_series(1, 1200) i")
+        conn.execute("INSERT INTO queues (name) SELECT 'tenant-' || i FROM generate_series(1, 3) i")
+    every = json.loads(jobq(live_server, "queues", "--json").stdout)
+    names = [q["name"] for q in every["queues"]]
+    assert len(names) == 1203 and names == sorted(names) and every["next_cursor"] is None
+
+    some = jobq(live_server, "queues", "--limit", "5")
+    assert some.returncode == 0, some.stderr
+    assert "q0005" in some.stdout and "q0006" not in some.stdout
+    assert "5 shown; more with --limit or --cursor" in some.stderr
+    cursor = some.stderr.rsplit("--cursor ", 1)[1].strip(" )\n")
+    rest = json.loads(jobq(live_server, "queues", "--limit", "2", "--cursor", cursor, "--json").stdout)
+    assert [q["name"] for q in rest["queues"]] == ["q0006", "q0007"]
+
+    found = json.loads(jobq(live_server, "queues", "--prefix", "tenant-", "--json").stdout)
+    assert [q["name"] for q in found["queues"]] == ["tenant-1", "tenant-2", "tenant-3"]
+    table = jobq(live_server, "queues", "--prefix", "tenant-")
+    assert "tenant-2" in table.stdout and "q0001" not in table.stdout and table.stderr == ""

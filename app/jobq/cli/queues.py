@@ -1,5 +1,5 @@
-"""``jobq queues``: alone it lists queues with their counts and lag; ``set`` changes a
-queue's settings."""
+"""``jobq queues``: alone it lists queues with their counts and lag (every queue, page after
+page, or ``--limit``; ``--prefix`` searches by name); ``set`` changes a queue's settings."""
 
 from __future__ import annotations
 
@@ -11,23 +11,52 @@ from jobq.cli.help_format import CommandGroup
 from jobq.cli.output import AsJson, console, print_json
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_options
 from jobq.cli.views import queue_details, queues_table
+from jobq.client import Client, Queue
 
 app = CommandGroup(help="Queues: counts, lag and settings.", invoke_without_command=True)
 
 
+MAX_PAGE = 1000  # the service's largest page (GET /v1/queues?limit=)
+
+
+def list_queues(c: Client, *, prefix: str | None, limit: int | None,
+                cursor: str | None) -> tuple[list[Queue], str | None]:
+    """Follow the service's pages until ``limit`` queues (None: all of them); the cursor
+    returned continues after the last queue shown (None: there is nothing more)."""
+    found: list[Queue] = []
+    while True:
+        want = MAX_PAGE if limit is None else min(MAX_PAGE, limit - len(found))
+        page = c.list_queues(prefix=prefix, limit=want, cursor=cursor)
+        found.extend(page.queues)
+        cursor = page.next_cursor
+        if cursor is None or (limit is not None and len(found) >= limit):
+            return found, cursor
+
+
 @app.callback()
-def queues_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
-                as_json: AsJson = False) -> None:
-    """List queues with their counts and lag."""
+def queues_list(
+    ctx: typer.Context,
+    prefix: Annotated[str | None, typer.Option(help="only queues whose name starts with this")] = None,
+    limit: Annotated[int | None, typer.Option(
+        min=1, help="show at most this many, by name (default: every queue, page after page)")] = None,
+    cursor: Annotated[str | None, typer.Option(help="start after this point (printed when more remain)")] = None,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """List queues, by name, with their counts and lag."""
     refuse_group_options(ctx)
     if ctx.invoked_subcommand is not None:
         return
     with connect(ctx) as c:
-        found = c.queues()
+        found, more = list_queues(c, prefix=prefix, limit=limit, cursor=cursor)
     if as_json:
-        print_json({"queues": found})
+        print_json({"queues": found, "next_cursor": more})
         return
     console.print(queues_table(found, console.width))
+    if more is not None:
+        # On stderr: the table on stdout stays only the table.
+        typer.echo(f"({len(found)} shown; more with --limit or --cursor {more})", err=True)
 
 
 @app.command("set")
