@@ -181,6 +181,39 @@ def test_job_browser_pages_with_the_cursor(page: Page, api: httpx.Client, live_s
     expect(page.locator("tr[data-job]")).to_have_count(50)
 
 
+def test_queues_page_pages_and_searches_by_prefix(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    """Issue 24: GET /v1/queues answers a page at a time; the page follows its cursor and
+    searches by the start of the name. (zz-: after the other tests' queues.)"""
+    import psycopg
+
+    with psycopg.connect(live_server.database_url) as conn:
+        conn.execute("INSERT INTO queues (name) SELECT 'zz-page-' || lpad(i::text, 2, '0') "
+                     "FROM generate_series(0, 59) i ON CONFLICT DO NOTHING")
+    enqueue(api, "zz-page-55")
+    page.goto(live_server.url + "/ui#/queues?prefix=zz-page-")
+    rows = page.locator("tr[data-queue]")
+    expect(rows).to_have_count(50)
+    names = rows.evaluate_all("rows => rows.map(r => r.dataset.queue)")
+    assert names == [f"zz-page-{i:02d}" for i in range(50)]
+    page.get_by_role("button", name="Next").click()
+    expect(rows).to_have_count(10)
+    assert rows.evaluate_all("rows => rows.map(r => r.dataset.queue)") == [f"zz-page-{i:02d}" for i in range(50, 60)]
+    assert cell(page, "zz-page-55", "waiting") == "1"  # a later page's counts are its own
+    expect(page.get_by_role("button", name="Next")).to_be_disabled()
+    page.get_by_role("button", name="Previous").click()
+    expect(rows).to_have_count(50)
+
+    page.locator('#filters input[name="prefix"]').fill("zz-page-3")
+    page.get_by_role("button", name="Search").click()
+    expect(page).to_have_url(live_server.url + "/ui#/queues?prefix=zz-page-3")
+    expect(rows).to_have_count(10)
+    expect(page.locator(".pager")).to_have_count(0)  # one page: no pager
+    page.locator('#filters input[name="prefix"]').fill("no-such-")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#body")).to_contain_text("No queue's name starts with no-such-")
+    shot(page, "queues-search")
+
+
 def test_replay_and_purge_dead_jobs_from_the_page(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
     one = dead_job(api, "dl-mail", "bounced")
     two = dead_job(api, "dl-mail", "bounced again")

@@ -92,7 +92,7 @@ async function api(method, path, body) {
 // that is not valid (401) and from one of another role (403).
 async function checkAccess() {
   try {
-    await api("GET", "/v1/queues");
+    await api("GET", "/v1/queues" + query({ limit: 1 }));
     return true;
   } catch (e) {
     if (e.status === 403) {
@@ -128,14 +128,21 @@ function showApp() {
 const views = {};
 
 views.queues = {
-  frame: () => `<h1>Queues</h1><div id="body"></div>
+  // A page at a time (GET /v1/queues is paginated), searched by the start of the name.
+  frame: (r) => `<h1>Queues</h1><form class="filters" id="filters">
+      <label>Name starts with<input name="prefix" value="${esc(r.params.prefix || "")}" placeholder="any"></label>
+      <button type="submit">Search</button></form><div id="body"></div>
     <p class="muted">Waiting = pending + failed (waiting to retry). Throughput: jobs finished per
     minute over the last ${CHART_MINUTES} minutes (<span class="swatch c"></span> completed,
     <span class="swatch d"></span> dead), from <code>GET /v1/throughput</code>.</p>`,
-  async body() {
-    const [{ queues }, tp] = await Promise.all([api("GET", "/v1/queues"), throughput()]);
+  async body(r) {
+    const prefix = r.params.prefix;
+    const [page, tp] = await Promise.all([
+      api("GET", "/v1/queues" + query({ prefix, limit: PAGE_SIZE, cursor: currentCursor() })), throughput()]);
+    const queues = page.queues;
     const series = Object.fromEntries((tp ? tp.queues : []).map((q) => [q.name, q]));
-    if (!queues.length) return `<p class="muted">No queues yet: a queue appears with its first job.</p>`;
+    if (!queues.length) return prefix ? `<p class="muted">No queue's name starts with ${esc(prefix)}.</p>`
+      : `<p class="muted">No queues yet: a queue appears with its first job.</p>`;
     const rows = queues.map((q) => {
       const c = q.counts;
       const paused = q.settings.paused;
@@ -156,12 +163,17 @@ views.queues = {
     return `<div class="table-wrap"><table><thead><tr><th>Queue</th><th class="num">Waiting</th>
       <th class="num">Running</th><th class="num">Failed</th><th class="num">Dead</th>
       <th class="num hide-narrow">Completed</th><th class="num">Oldest waiting</th>
-      <th class="hide-narrow">Throughput</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`;
+      <th class="hide-narrow">Throughput</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`
+      + (page.next_cursor || state.cursors.length ? pager(page.next_cursor) : "");
   },
   async act(button) {
+    if (paging[button.dataset.act]) { paging[button.dataset.act](button); return; }
     const name = button.dataset.queue;
     await api("PATCH", "/v1/queues/" + encodeURIComponent(name), { paused: button.dataset.act === "pause" });
     setStatus(`${name}: ${button.dataset.act === "pause" ? "paused" : "resumed"}`);
+  },
+  filter(form) {
+    location.hash = "#/queues" + query({ prefix: new FormData(form).get("prefix").trim() });
   },
 };
 
@@ -222,12 +234,23 @@ function pager(nextCursor) {
     <button type="button" data-act="next" data-cursor="${esc(nextCursor || "")}" ${nextCursor ? "" : "disabled"}>Next</button></div>`;
 }
 
-async function queueOptions(selected) {
-  let names = [];
-  try { names = (await api("GET", "/v1/queues")).queues.map((q) => q.name); } catch (e) { /* free text then */ }
+// The queue filter: a list of every queue while they fit in one page of the API (1000);
+// past that, a text box that suggests the first page's names (any queue can be typed).
+const QUEUE_CHOICES = 1000;
+async function queueFilter(selected) {
+  let names = [], more = false;
+  try {
+    const page = await api("GET", "/v1/queues" + query({ limit: QUEUE_CHOICES }));
+    names = page.queues.map((q) => q.name);
+    more = page.next_cursor !== null;
+  } catch (e) { /* free text then */ }
+  if (more || !names.length) {
+    return `<input name="queue" list="queue-names" value="${esc(selected || "")}" placeholder="any">
+      <datalist id="queue-names">${names.map((n) => `<option value="${esc(n)}">`).join("")}</datalist>`;
+  }
   if (selected && !names.includes(selected)) names.push(selected);
-  return `<option value="">any</option>` + names.map((n) =>
-    `<option ${n === selected ? "selected" : ""}>${esc(n)}</option>`).join("");
+  return `<select name="queue"><option value="">any</option>` + names.map((n) =>
+    `<option ${n === selected ? "selected" : ""}>${esc(n)}</option>`).join("") + `</select>`;
 }
 
 function currentCursor() { return state.cursors.length ? state.cursors[state.cursors.length - 1] : null; }
@@ -242,7 +265,7 @@ views.jobs = {
   async frame(r) {
     const p = r.params;
     return `<h1>Jobs</h1><form class="filters" id="filters">
-      <label>Queue<select name="queue">${await queueOptions(p.queue)}</select></label>
+      <label>Queue${await queueFilter(p.queue)}</label>
       <label>Status<select name="status"><option value="">any</option>${STATUSES.map((s) =>
         `<option ${s === p.status ? "selected" : ""}>${s}</option>`).join("")}</select></label>
       <label>Type<input name="type" value="${esc(p.type || "")}" placeholder="any"></label>
@@ -257,7 +280,7 @@ views.jobs = {
   act: (button) => paging[button.dataset.act](button),
   filter(form) {
     const f = new FormData(form);
-    location.hash = "#/jobs" + query({ queue: f.get("queue"), status: f.get("status"), type: f.get("type").trim() });
+    location.hash = "#/jobs" + query({ queue: f.get("queue").trim(), status: f.get("status"), type: f.get("type").trim() });
   },
 };
 
@@ -265,7 +288,7 @@ views.dead = {
   async frame(r) {
     const p = r.params;
     return `<h1>Dead letters</h1><form class="filters" id="filters">
-      <label>Queue<select name="queue">${await queueOptions(p.queue)}</select></label>
+      <label>Queue${await queueFilter(p.queue)}</label>
       <label>Type<input name="type" value="${esc(p.type || "")}" placeholder="any"></label>
       <button type="submit">Filter</button></form>
       <div class="actions"><button type="button" data-act="replay-all">Replay all matching</button>
@@ -312,7 +335,7 @@ views.dead = {
   },
   filter(form) {
     const f = new FormData(form);
-    location.hash = "#/dead" + query({ queue: f.get("queue"), type: f.get("type").trim() });
+    location.hash = "#/dead" + query({ queue: f.get("queue").trim(), type: f.get("type").trim() });
   },
 };
 
