@@ -4,6 +4,7 @@ in queue="_other", and the totals over all series stay exact."""
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
 
 import httpx
@@ -128,3 +129,41 @@ async def test_with_room_for_every_queue_other_is_there_at_zero(database_url: st
 def test_bad_settings_are_refused_at_start(values: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         make_settings("postgresql://x@127.0.0.1/db", **values)
+
+
+def _samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    return {tuple(sorted(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples if s.name == name}
+
+
+async def test_counters_by_queue_keep_their_first_queues_and_count_the_rest_in_other(
+        database_url: str) -> None:
+    """The process's counters and histograms by queue take the same bound: the first queues
+    it counts for keep their series; the others count in _other (sticky, so no series moves)."""
+    tag = uuid.uuid4().hex[:8]
+    names = [f"c{tag}-{i}" for i in range(5)]
+    async with running_app(make_settings(database_url, metrics_queues=2,
+                                         metrics_queue_pattern=f"c{tag}-*")) as app:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://jobq") as c:
+            before = _samples((await c.get("/metrics")).text, "jobq_jobs_total")
+            for name in (*names, names[0], "outside"):  # "outside" does not match the pattern
+                r = await c.post("/v1/jobs", json={"type": "t", "queue": name})
+                assert r.status_code == 201, r.text
+            r = await c.post("/v1/leases", json={"worker_id": "w", "queues": names[3:4]})
+            assert r.status_code == 200 and r.json()["leases"], r.text
+            text = (await c.get("/metrics")).text
+    after = _samples(text, "jobq_jobs_total")
+
+    def delta(queue: str, event: str) -> float:
+        key = (("event", event), ("queue", queue))
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert delta(names[0], "enqueued") == 2 and delta(names[1], "enqueued") == 1
+    assert delta("_other", "enqueued") == 4  # names[2:], and outside
+    assert delta("_other", "claimed") == 1
+    for name in (*names[2:], "outside"):
+        assert not any(("queue", name) in labels for labels in after), name
+    pickup = _samples(text, "jobq_job_pickup_seconds_count")
+    assert pickup.get((("queue", "_other"),), 0) >= 1
+    assert not any(("queue", names[3]) in labels for labels in pickup)

@@ -31,6 +31,7 @@ from jobq.api.routes import (
     ui,
 )
 from jobq.api.serving import on_stop
+from jobq.core import metrics as core_metrics
 from jobq.core.context import Context
 from jobq.core.duties import run_duties
 from jobq.core.reaper import run_reaper
@@ -191,6 +192,9 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     )
     app.state.ctx = ctx
     app.state.settings = settings
+    # The counters by queue take the gauges' bound (JOBQ_METRICS_QUEUES, …): /metrics stays
+    # bounded however many queues this process sees.
+    core_metrics.bound_counters(metrics.bound_of(settings))
     app.state.tokens = token_table
     problems.install(app)
     for module in (jobs, leases, queues, dead, schedules, topics, metrics, tokens, activity):

@@ -10,16 +10,15 @@ from prometheus_client import REGISTRY, CollectorRegistry, Metric, generate_late
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from jobq.core import counters
 from jobq.core.context import Context
+from jobq.core.counters import OTHER
 from jobq.domain.jobs import JobStatus
 from jobq.store.queries import Q
 
 _WAITING = frozenset({JobStatus.PENDING.value, JobStatus.FAILED.value})
 
 
-# The label value of the queues not shown one by one. No queue can be called that (a name
-# starts with a letter or digit), so it never mixes with a real queue's series.
-OTHER = "_other"
 
 
 @dataclass(frozen=True)
@@ -32,6 +31,11 @@ class QueueBound:
 
 
 UNBOUNDED = QueueBound(limit=2**31 - 1)
+
+
+def bound_counters(bound: QueueBound) -> None:
+    """The same bound for this process's counters and histograms by queue (at start)."""
+    counters.bound_queues(bound.limit, bound.pattern)
 
 
 async def _queue_gauges(ctx: Context, bound: QueueBound) -> list[Metric]:

@@ -11,6 +11,7 @@ from jobq.api.document import GUARDED, answers
 from jobq.core import metrics
 from jobq.core.context import Context
 from jobq.domain.access import QueuePattern
+from jobq.settings import Settings
 
 router = APIRouter(tags=["metrics"])
 
@@ -29,11 +30,12 @@ async def get_metrics(request: Request, ctx: Context = Depends(context)) -> Resp
     ones with the most waiting jobs, of those matching `JOBQ_METRICS_QUEUE_PATTERN`) have
     series of their own; every other queue is summed into `queue="_other"`, so totals over
     all series stay exact."""
-    return Response(await metrics.exposition(ctx, _bound(request)), media_type=CONTENT_TYPE_LATEST)
+    return Response(await metrics.exposition(ctx, bound_of(request.app.state.settings)),
+                    media_type=CONTENT_TYPE_LATEST)
 
 
-def _bound(request: Request) -> metrics.QueueBound:
-    settings = request.app.state.settings
+def bound_of(settings: Settings) -> metrics.QueueBound:
+    """Which queues get series of their own (JOBQ_METRICS_QUEUES, JOBQ_METRICS_QUEUE_PATTERN)."""
     pattern = QueuePattern(settings.metrics_queue_pattern)
     return metrics.QueueBound(limit=settings.metrics_queues,
                               pattern=None if pattern.is_all else pattern.regex)
