@@ -165,3 +165,37 @@ async def test_a_scoped_token_pages_through_its_queues_only(
         assert len(everyone[0]) == 500
         problem(await c.get("/v1/queues", params={"cursor": "%%%"},
                             headers={"Authorization": f"Bearer {scoped}"}), 422, "validation_error")
+
+
+def _buffers(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> int:
+    """Shared buffers (hit or read) the statement touched, from EXPLAIN (ANALYZE, BUFFERS)."""
+    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql, params).fetchone()[0][0]  # type: ignore[index]
+    top = plan["Plan"]
+    return int(top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0))
+
+
+def test_a_page_reads_a_few_buffers_per_queue_shown_at_10000_queues(database_url: str) -> None:
+    """The first-page target of issue 24, checked by what the page's statements read (never
+    by a clock): at 10,000 queues, each with jobs counted and waiting, a page of 10 touches a
+    few buffers per queue it shows, where reading every queue's counters and lags (what
+    the whole list did) touches hundreds to thousands."""
+    from jobq.store.queries import Q
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO queues (name) SELECT 'q' || lpad(i::text, 5, '0') FROM generate_series(1, 10000) i")
+        conn.execute("INSERT INTO jobs (queue, type, max_attempts) SELECT 'q' || lpad(i::text, 5, '0'), t, 3 "
+                     "FROM generate_series(1, 10000) i, unnest(ARRAY['a', 'b']) t")
+        conn.execute("ANALYZE")
+        names = [f"q{i:05d}" for i in range(1, 11)]
+        page = {
+            "list": _buffers(conn, Q.QueuePage, {"after": None, "prefix": None, "scope": None, "limit": 11}),
+            "counts": _buffers(conn, Q.QueuePageCounts, {"queues": names}),
+            "lags": _buffers(conn, Q.QueuePageOldestWaiting, {"queues": names}),
+        }
+        whole = {
+            "counts": _buffers(conn, Q.QueueCounts, {"queue": None}),
+            "lags": _buffers(conn, Q.QueueOldestWaiting, {"queue": None}),
+        }
+    assert page["list"] <= 10, page
+    assert page["counts"] <= 8 * len(names) and page["lags"] <= 12 * len(names), page
+    assert page["counts"] * 5 < whole["counts"] and page["lags"] * 50 < whole["lags"], (page, whole)
