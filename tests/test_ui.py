@@ -213,6 +213,22 @@ def test_queues_page_pages_and_searches_by_prefix(page: Page, api: httpx.Client,
     expect(page.locator("#body")).to_contain_text("No queue's name starts with no-such-")
     shot(page, "queues-search")
 
+    # Past one page of 1000 queues the job browser's queue filter is a text box (with the
+    # first page's names as suggestions) instead of a list that could not hold them all.
+    page.goto(live_server.url + "/ui#/jobs")
+    expect(page.locator('#filters select[name="queue"]')).to_have_count(1)
+    with psycopg.connect(live_server.database_url) as conn:
+        conn.execute("INSERT INTO queues (name) SELECT 'zz-many-' || lpad(i::text, 4, '0') "
+                     "FROM generate_series(1, 1000) i ON CONFLICT DO NOTHING")
+    page.goto(live_server.url + "/ui#/dead")  # a new frame reads the queues again
+    page.goto(live_server.url + "/ui#/jobs")
+    box = page.locator('#filters input[name="queue"]')
+    expect(box).to_have_count(1)
+    box.fill("zz-page-55")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(live_server.url + "/ui#/jobs?queue=zz-page-55")
+    expect(page.locator("tr[data-job]")).to_have_count(1)
+
 
 def test_replay_and_purge_dead_jobs_from_the_page(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
     one = dead_job(api, "dl-mail", "bounced")
