@@ -556,3 +556,59 @@ SELECT q.name AS queue, f.status,
          WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
            AND j.completed_at > now() - make_interval(mins => %(minutes)s)) f
  GROUP BY 1, 2, 3;
+
+-- name: JobClaimMany
+-- Lease up to %(limit)s claimable jobs from several uncapped queues in the order listed (earlier queues first), in one statement; each queue in its own claim order.
+-- A nested loop over the listed queues, in list order (the function scan yields them in order and
+-- nothing above it sorts), with a LATERAL pick per queue: the outer LIMIT stops pulling once it has
+-- %(limit)s jobs, so later queues are not read and a row is locked only when it is pulled. The pick
+-- is one of two branches, gated on the queue's aging_ms (a one-time filter per queue, so only one
+-- runs): claim order from jobs_claim_idx, or effective priority from jobs_claim_aged_idx. FOR
+-- UPDATE cannot apply to a UNION's inputs, hence each branch locks in a subquery of its own. The
+-- queues LATERAL keeps OFFSET 0 so it stays a per-queue probe and cannot be joined out of order.
+WITH picked AS (
+    SELECT p.id, q.lease_ms, u.ord, q.aged
+      FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS u(name, ord)
+     CROSS JOIN LATERAL (
+           SELECT q.name, q.lease_ms, q.aging_ms IS NOT NULL AS aged
+             FROM queues q WHERE q.name = u.name AND NOT q.paused
+           OFFSET 0) AS q
+     CROSS JOIN LATERAL (
+           SELECT a.id FROM (
+                  SELECT j.id FROM jobs j
+                   WHERE j.queue = q.name AND NOT q.aged
+                     AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+                     AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
+                   ORDER BY j.priority DESC, j.visible_at, j.id
+                   LIMIT %(limit)s
+                     FOR UPDATE OF j SKIP LOCKED) AS a
+           UNION ALL
+           SELECT b.id FROM (
+                  SELECT j.id FROM jobs j
+                   WHERE j.queue = q.name AND q.aged
+                     AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+                     AND j.aged_key IS NOT NULL
+                     AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
+                   ORDER BY j.aged_key, j.id
+                   LIMIT %(limit)s
+                     FOR UPDATE OF j SKIP LOCKED) AS b) AS p
+     LIMIT %(limit)s
+),
+-- By primary key through the array of ids, as in JobClaim; joined to picked for each job's queue's lease_ms.
+claimed AS (
+    UPDATE jobs j
+       SET status       = 'running',
+           attempt      = j.attempt + 1,
+           lease_token  = nextval('jobs_lease_token_seq'),
+           lease_ms     = coalesce(%(lease_ms)s, p.lease_ms),
+           locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, p.lease_ms) / 1000.0),
+           worker_id    = %(worker_id)s,
+           claimed_at   = now()
+      FROM picked p
+     WHERE j.id = p.id
+       AND j.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING j.*, p.ord AS _ord, p.aged AS _aged
+)
+SELECT * FROM claimed
+ ORDER BY _ord, CASE WHEN _aged THEN aged_key END, CASE WHEN NOT _aged THEN priority END DESC,
+          CASE WHEN NOT _aged THEN visible_at END, id;
