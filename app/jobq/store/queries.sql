@@ -625,3 +625,16 @@ claimed AS (
 SELECT * FROM claimed
  ORDER BY _ord, CASE WHEN _aged THEN aged_key END, CASE WHEN NOT _aged THEN priority END DESC,
           CASE WHEN NOT _aged THEN visible_at END, id;
+
+-- name: TableUpkeepStats
+-- Row churn of jobq's own tables (those of %(tables)s that exist) from the statistics collector, and whether autovacuum runs on each (the server's switch and the table's autovacuum_enabled), for the leader's ANALYZE and VACUUM (core/maintenance.py) and the dead-tuple gauge.
+SELECT s.relname AS name, s.n_live_tup, s.n_dead_tup, s.n_mod_since_analyze,
+       greatest(s.last_analyze, s.last_autoanalyze) AS analyzed_at,
+       greatest(s.last_vacuum, s.last_autovacuum) AS vacuumed_at,
+       (current_setting('autovacuum')::boolean
+        AND coalesce((SELECT o.option_value::boolean FROM pg_options_to_table(c.reloptions) AS o
+                       WHERE o.option_name = 'autovacuum_enabled'), true)) AS autovacuum
+  FROM pg_stat_user_tables s
+  JOIN pg_class c ON c.oid = s.relid
+ WHERE s.relid IN (SELECT to_regclass(t) FROM unnest(%(tables)s::text[]) AS t)
+ ORDER BY s.relname;
