@@ -59,6 +59,7 @@ async def lead(ctx: Context, leadership: Leadership) -> None:
 
 
 async def run_duties(ctx: Context, leadership: Leadership) -> None:
+    await maintenance.check_at_start(ctx)  # every process: warn if autovacuum is off
     while True:
         try:
             if await leadership.try_acquire():

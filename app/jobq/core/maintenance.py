@@ -21,8 +21,9 @@ it, or it has not got to it within ``AUTOVACUUM_GRACE_S``):
   stops growing (VACUUM returns no space to the operating system; the table keeps its
   largest size).
 
-With autovacuum on and keeping up, this does nothing. The first check of each process warns,
-once, when autovacuum is off for any of jobq's tables. Failures are logged and retried at the
+With autovacuum on and keeping up, this does nothing. Each process warns once, at its start
+(or, if the database was not reachable then, at its first check as leader), when autovacuum is
+off for any of jobq's tables. Failures are logged and retried at the
 next check: upkeep never costs the leader its duties.
 """
 
@@ -96,6 +97,27 @@ def vacuum_due(table: TableUpkeep, now: datetime) -> bool:
     return due and _ours(table, table.vacuumed_at, now)
 
 
+def _warn_once(state: _State, stats: list[TableUpkeep]) -> None:
+    if state.warned:
+        return
+    state.warned = True
+    off = [t.name for t in stats if not t.autovacuum]
+    if off:
+        log.warning("autovacuum is off for jobq's tables %s (the server's autovacuum setting, "
+                    "or the table's autovacuum_enabled): this service will ANALYZE and VACUUM "
+                    "them itself from the duties leader; see README, \"Operating it\"",
+                    ", ".join(off))
+
+
+async def check_at_start(ctx: Context) -> None:
+    """Every process, at start: warn (once) when autovacuum is off for jobq's tables. A
+    database not reachable yet is no error here: the leader's first check warns instead."""
+    try:
+        _warn_once(_STATE.setdefault(ctx.db, _State()), await table_stats(ctx))
+    except Exception as exc:
+        log.debug("autovacuum check at start skipped: %s", exc)
+
+
 async def tend(ctx: Context) -> None:
     """The leader's upkeep: at most every EVERY_S, ANALYZE and VACUUM what is due."""
     state = _STATE.setdefault(ctx.db, _State())
@@ -104,14 +126,7 @@ async def tend(ctx: Context) -> None:
     state.checked_at = time.monotonic()
     try:
         stats = await table_stats(ctx)
-        if not state.warned:
-            state.warned = True
-            off = [t.name for t in stats if not t.autovacuum]
-            if off:
-                log.warning("autovacuum is off for jobq's tables %s (the server's autovacuum "
-                            "setting, or the table's autovacuum_enabled): this service will "
-                            "ANALYZE and VACUUM them itself from the duties leader; see README, "
-                            "\"Operating\"", ", ".join(off))
+        _warn_once(state, stats)
         now = datetime.now(UTC)
         for table in stats:
             if vacuum_due(table, now):
