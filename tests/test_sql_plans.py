@@ -164,6 +164,7 @@ PAGES = 100
 PAGES_FOR = {
     "JobClaim": 400,
     "JobClaimAged": 400,
+    "JobClaimMany": 400,
     "JobInsertMany": 400,
     "LeaseAckMany": 400,
     "JobReapExpired": 400,

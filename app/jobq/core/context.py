@@ -58,7 +58,10 @@ class Context:
         missing = [n for n in dict.fromkeys(names) if n not in self.known_queues]
         if not missing:
             return
-        async with self.db.connection() as conn:
+        # One transaction, so one commit (a WAL flush) for all: a first claim naming 100 new
+        # queues took 615 ms as 100 commits. Sorted, so that two processes creating
+        # overlapping sets take the rows' locks in the same order and never deadlock.
+        async with self.db.transaction() as conn:
             for name in sorted(missing):
                 await self.db.run(conn, Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": name})
         self.known_queues.update(missing)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 
+from jobq.core import maintenance
 from jobq.core.context import Context
 from jobq.store.leader import Leadership
 from jobq.store.queries import Q
@@ -46,6 +47,7 @@ async def lead(ctx: Context, leadership: Leadership) -> None:
     try:
         while True:
             await leadership.check()
+            await maintenance.tend(ctx)  # ANALYZE and VACUUM where autovacuum does not
             if time.monotonic() - last_retention >= RETENTION_EVERY_S:
                 deleted = await delete_expired(ctx)
                 if deleted:
@@ -57,6 +59,7 @@ async def lead(ctx: Context, leadership: Leadership) -> None:
 
 
 async def run_duties(ctx: Context, leadership: Leadership) -> None:
+    await maintenance.check_at_start(ctx)  # every process: warn if autovacuum is off
     while True:
         try:
             if await leadership.try_acquire():

@@ -46,15 +46,43 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) 
         return records.claimed(await ctx.db.run(conn, statement, params | {"limit": min(limit, slots)}))
 
 
+def _runs(ctx: Context, queues: list[str]) -> list[list[str]]:
+    """The queues in order, in runs: each capped queue alone, consecutive uncapped ones together."""
+    runs: list[list[str]] = []
+    for queue in queues:
+        if _capped(ctx, queue) or not runs or _capped(ctx, runs[-1][0]):
+            runs.append([queue])
+        else:
+            runs[-1].append(queue)
+    return runs
+
+
+def _capped(ctx: Context, queue: str) -> bool:
+    return ctx.claim_settings.get(queue, ClaimSettings()).max_running is not None
+
+
+async def _claim_many(ctx: Context, req: ClaimRequest, queues: list[str], limit: int) -> list[Claimed]:
+    """Uncapped queues in one statement, earlier queues first (JobClaimMany): a claim naming
+    100 queues used to run 100 statements, found or not."""
+    params = {"queues": queues, "types": req.types, "limit": limit, "lease_ms": req.lease_ms,
+              "worker_id": req.worker_id}
+    return records.claimed(await ctx.db.fetch(Q.JobClaimMany, params))
+
+
 async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
-    """One pass over the queues in the order given (Faktory's strict order)."""
+    """One pass over the queues in the order given (Faktory's strict order). A capped queue
+    (max_running) is claimed in its own transaction, under its lock; each run of uncapped
+    queues between them in one statement."""
     await ctx.refresh_caps(req.queues)
     claimed: list[Claimed] = []
-    for queue in req.queues:
+    for run in _runs(ctx, req.queues):
         room = req.limit - len(claimed)
         if room <= 0:
             break
-        claimed.extend(await _claim_queue(ctx, req, queue, room))
+        if len(run) == 1:
+            claimed.extend(await _claim_queue(ctx, req, run[0], room))
+        else:
+            claimed.extend(await _claim_many(ctx, req, run, room))
     if claimed:
         ctx.events.emit("claimed", [c.change for c in claimed])
     return [c.lease for c in claimed]

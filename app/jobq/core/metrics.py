@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, Metric, generate_late
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from jobq.core import counters
+from jobq.core import counters, maintenance
 from jobq.core.context import Context
 from jobq.core.counters import OTHER
 from jobq.domain.jobs import JobStatus
@@ -102,4 +102,22 @@ async def exposition(ctx: Context, bound: QueueBound = UNBOUNDED) -> bytes:
             return gauges
 
     db_registry.register(_Gauges())  # type: ignore[arg-type]
-    return process_part + generate_latest(db_registry)
+    return process_part + generate_latest(db_registry) + await _table_gauges(ctx)
+
+
+async def _table_gauges(ctx: Context) -> bytes:
+    """Dead row versions per jobq table (the statistics collector's estimate): what VACUUM,
+    autovacuum's or the leader's (core/maintenance.py), has yet to reclaim. A count that only
+    grows under steady churn says nothing reclaims it."""
+    dead = GaugeMetricFamily("jobq_table_dead_tuples", "Dead row versions in each of jobq's "
+                             "tables, not yet reclaimed by VACUUM", labels=["table"])
+    for table in await maintenance.table_stats(ctx):
+        dead.add_metric([table.name], table.dead)
+    registry = CollectorRegistry()
+
+    class _Tables:
+        def collect(self):  # type: ignore[no-untyped-def]
+            return [dead]
+
+    registry.register(_Tables())  # type: ignore[arg-type]
+    return generate_latest(registry)

@@ -71,6 +71,13 @@ SELECT q.name, q.max_depth,
 
 -- name: JobClaim
 -- Lease up to %(limit)s claimable jobs of one unpaused queue in claim order; rows other claimers hold are skipped.
+-- Plans without statistics (migration 0011): each partial index of waiting jobs carries a clause
+-- that only its own statements state, here "lease_expiries >= 0" (always true), so that neither
+-- jobs_waiting_idx nor jobs_claim_aged_idx can serve this pick, nor this index theirs. And the
+-- planner must not know the LIMIT: told "100" while guessing (no ANALYZE) that the queue holds
+-- 30 rows, it plans to read them all, and a bitmap scan plus a sort of every waiting job looks
+-- cheaper than walking the index in order. As a subquery, the LIMIT is costed as a fraction of
+-- the rows, as in a generic plan, and the ordered index walk wins at any depth.
 WITH q AS (
     SELECT name, lease_ms FROM queues WHERE name = %(queue)s AND NOT paused
 ),
@@ -78,12 +85,12 @@ picked AS (
     SELECT j.id
       FROM jobs j
      WHERE j.queue = %(queue)s
-       AND j.status IN ('pending', 'failed')
+       AND j.status IN ('pending', 'failed') AND j.lease_expiries >= 0
        AND j.visible_at <= now()
        AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
        AND EXISTS (SELECT 1 FROM q)
      ORDER BY j.priority DESC, j.visible_at, j.id
-     LIMIT %(limit)s
+     LIMIT (SELECT %(limit)s::bigint)  -- hidden from the planner: see JobClaim's note
        FOR UPDATE OF j SKIP LOCKED
 ),
 -- The picked ids go to the UPDATE as an array, not a join: a cached generic plan may then
@@ -105,6 +112,8 @@ SELECT * FROM claimed ORDER BY priority DESC, visible_at, id;
 
 -- name: JobClaimAged
 -- JobClaim for a queue with aging_ms: effective priority order, from the aging index.
+-- Without statistics it cannot take jobs_claim_idx (sorting every waiting job by aging key): that
+-- index needs "lease_expiries >= 0", which only the plain claim states (migration 0011).
 WITH q AS (
     SELECT name, lease_ms FROM queues WHERE name = %(queue)s AND NOT paused
 ),
@@ -118,7 +127,7 @@ picked AS (
        AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
        AND EXISTS (SELECT 1 FROM q)
      ORDER BY j.aged_key, j.id
-     LIMIT %(limit)s
+     LIMIT (SELECT %(limit)s::bigint)  -- hidden from the planner: see JobClaim's note
        FOR UPDATE OF j SKIP LOCKED
 ),
 -- The picked ids go to the UPDATE as an array, not a join: a cached generic plan may then
@@ -154,9 +163,11 @@ SELECT pg_advisory_xact_lock(hashtextextended('jobq.claim:' || %(queue)s, 0));
 
 -- name: QueueNextVisible
 -- When the next waiting job this long-poll could take (unpaused queues, its types) becomes visible, so it knows how long to sleep (from jobs_waiting_idx).
+-- "attempt >= 0" is always true; stated here and in the index's predicate (migration 0011) so
+-- that this index serves these reads and no claim can take it, whatever the statistics.
 SELECT min(v) AS next_visible_at FROM (
     SELECT (SELECT j.visible_at FROM jobs j
-             WHERE j.queue = q.name AND j.status IN ('pending', 'failed')
+             WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
                AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
              ORDER BY j.visible_at LIMIT 1) AS v
       FROM queues q
@@ -248,7 +259,7 @@ WITH expired AS (
       FROM jobs j JOIN queues q ON q.name = j.queue
      WHERE j.status = 'running' AND j.locked_until < now()
      ORDER BY j.locked_until
-     LIMIT %(limit)s
+     LIMIT (SELECT %(limit)s::bigint)  -- hidden from the planner, as in JobClaim: a batch at a time, not every expired lease sorted
        FOR UPDATE OF j SKIP LOCKED
 )
 UPDATE jobs j
@@ -309,11 +320,12 @@ HAVING sum(n) <> 0;
 
 -- name: QueueOldestWaiting
 -- Lag of the oldest job claimable now, per queue, in ms (from jobs_waiting_idx); a paused queue has none claimable. Counted from year 1 at the earliest, as jobs are read (store.db): an older visible_at, -infinity included, written outside the API, must not fail the queue's listing.
+-- "attempt >= 0": see QueueNextVisible.
 SELECT q.name AS queue,
        (SELECT (extract(epoch FROM now() - greatest(j.visible_at, '0001-01-01 00:00:00+00')) * 1000)::bigint
           FROM jobs j
-         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
-           AND NOT q.paused
+         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
+           AND j.visible_at <= now() AND NOT q.paused
          ORDER BY j.visible_at LIMIT 1) AS oldest_waiting_ms
   FROM queues q
  WHERE %(queue)s::text IS NULL OR q.name = %(queue)s;
@@ -615,3 +627,73 @@ SELECT s.name AS queue,
   FROM queues q
   LEFT JOIN unnest(%(shown)s::text[]) AS s(name) ON s.name = q.name
  GROUP BY s.name;
+
+-- name: JobClaimMany
+-- Lease up to %(limit)s claimable jobs from several uncapped queues in the order listed (earlier queues first), in one statement; each queue in its own claim order.
+-- A nested loop over the listed queues, in list order (the function scan yields them in order and
+-- nothing above it sorts), with a LATERAL pick per queue: the outer LIMIT stops pulling once it has
+-- %(limit)s jobs, so later queues are not read and a row is locked only when it is pulled. The pick
+-- is one of two branches, gated on the queue's aging_ms (a one-time filter per queue, so only one
+-- runs): claim order from jobs_claim_idx, or effective priority from jobs_claim_aged_idx. FOR
+-- UPDATE cannot apply to a UNION's inputs, hence each branch locks in a subquery of its own. The
+-- queues LATERAL keeps OFFSET 0 so it stays a per-queue probe and cannot be joined out of order.
+WITH picked AS (
+    SELECT p.id, q.lease_ms, u.ord, q.aged
+      FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS u(name, ord)
+     CROSS JOIN LATERAL (
+           SELECT q.name, q.lease_ms, q.aging_ms IS NOT NULL AS aged
+             FROM queues q WHERE q.name = u.name AND NOT q.paused
+           OFFSET 0) AS q
+     CROSS JOIN LATERAL (
+           SELECT a.id FROM (
+                  SELECT j.id FROM jobs j
+                   WHERE j.queue = q.name AND NOT q.aged
+                     AND j.status IN ('pending', 'failed') AND j.lease_expiries >= 0
+                     AND j.visible_at <= now()
+                     AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
+                   ORDER BY j.priority DESC, j.visible_at, j.id
+                   LIMIT (SELECT %(limit)s::bigint)
+                     FOR UPDATE OF j SKIP LOCKED) AS a
+           UNION ALL
+           SELECT b.id FROM (
+                  SELECT j.id FROM jobs j
+                   WHERE j.queue = q.name AND q.aged
+                     AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+                     AND j.aged_key IS NOT NULL
+                     AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
+                   ORDER BY j.aged_key, j.id
+                   LIMIT (SELECT %(limit)s::bigint)
+                     FOR UPDATE OF j SKIP LOCKED) AS b) AS p
+     LIMIT %(limit)s
+),
+-- By primary key through the array of ids, as in JobClaim; joined to picked for each job's queue's lease_ms.
+claimed AS (
+    UPDATE jobs j
+       SET status       = 'running',
+           attempt      = j.attempt + 1,
+           lease_token  = nextval('jobs_lease_token_seq'),
+           lease_ms     = coalesce(%(lease_ms)s, p.lease_ms),
+           locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, p.lease_ms) / 1000.0),
+           worker_id    = %(worker_id)s,
+           claimed_at   = now()
+      FROM picked p
+     WHERE j.id = p.id
+       AND j.id = ANY (ARRAY(SELECT id FROM picked))
+    RETURNING j.*, p.ord AS _ord, p.aged AS _aged
+)
+SELECT * FROM claimed
+ ORDER BY _ord, CASE WHEN _aged THEN aged_key END, CASE WHEN NOT _aged THEN priority END DESC,
+          CASE WHEN NOT _aged THEN visible_at END, id;
+
+-- name: TableUpkeepStats
+-- Row churn of jobq's own tables (those of %(tables)s that exist) from the statistics collector, and whether autovacuum runs on each (the server's switch and the table's autovacuum_enabled), for the leader's ANALYZE and VACUUM (core/maintenance.py) and the dead-tuple gauge.
+SELECT s.relname AS name, s.n_live_tup, s.n_dead_tup, s.n_mod_since_analyze,
+       greatest(s.last_analyze, s.last_autoanalyze) AS analyzed_at,
+       greatest(s.last_vacuum, s.last_autovacuum) AS vacuumed_at,
+       (current_setting('autovacuum')::boolean
+        AND coalesce((SELECT o.option_value::boolean FROM pg_options_to_table(c.reloptions) AS o
+                       WHERE o.option_name = 'autovacuum_enabled'), true)) AS autovacuum
+  FROM pg_stat_user_tables s
+  JOIN pg_class c ON c.oid = s.relid
+ WHERE s.relid IN (SELECT to_regclass(t) FROM unnest(%(tables)s::text[]) AS t)
+ ORDER BY s.relname;

@@ -333,3 +333,20 @@ class NextWake(NamedTuple):
 
 def next_wake(row: Row) -> NextWake:
     return NextWake(row["next_fire_at"], bool(row["pending"]))
+
+
+class TableUpkeep(NamedTuple):
+    """One of jobq's tables as the statistics collector sees it (TableUpkeepStats)."""
+
+    name: str
+    live: int
+    dead: int
+    changed_since_analyze: int
+    analyzed_at: datetime | None
+    vacuumed_at: datetime | None
+    autovacuum: bool
+
+
+def table_upkeep(row: Row) -> TableUpkeep:
+    return TableUpkeep(row["name"], row["n_live_tup"], row["n_dead_tup"], row["n_mod_since_analyze"],
+                       row["analyzed_at"], row["vacuumed_at"], row["autovacuum"])

@@ -85,18 +85,22 @@ jobs = Table(
     Column("claimed_at", DateTime(timezone=True), nullable=True),
     Column("aged_key", Double, nullable=True),
     CheckConstraint(f"status IN {STATUSES_SQL}", name="jobs_status_check"),
+    # Each index of waiting jobs has a clause (always true) that only its own statements
+    # state, so that none can serve another's statement, whatever the statistics say: here
+    # "lease_expiries >= 0", stated by the plain claims (migration 0011).
     Index(
         "jobs_claim_idx",
         "queue",
         text("priority DESC"),
         "visible_at",
         "id",
-        postgresql_where=text("status IN ('pending', 'failed')"),
+        postgresql_where=text("status IN ('pending', 'failed') AND lease_expiries >= 0"),
     ),
     # When the next waiting job of a queue becomes visible, and the oldest claimable one's lag
-    # (migration 0004).
+    # (migration 0004). "attempt >= 0" (always true) is stated only by those two reads, so no
+    # claim can use this index whatever the statistics (migration 0011).
     Index("jobs_waiting_idx", "queue", "visible_at",
-          postgresql_where=text("status IN ('pending', 'failed')")),
+          postgresql_where=text("status IN ('pending', 'failed') AND attempt >= 0")),
     Index("jobs_lease_expiry_idx", "locked_until", postgresql_where=text("status = 'running'")),
     Index(
         "jobs_idempotency_key_idx",
