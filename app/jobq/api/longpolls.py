@@ -12,8 +12,14 @@ One counter per app, touched only on its event loop: no lock needed.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+# A refused long-poll is told to come back after between 1 and this many times
+# JOBQ_RETRY_AFTER_S, at random: a fleet refused at once (a restart, a burst of workers) must
+# not come back at once, every connection and its claim in the same second.
+RETRY_SPREAD = 5
 
 
 class LongPolls:
@@ -37,3 +43,9 @@ class LongPolls:
             yield True
         finally:
             self.waiting -= 1
+
+    @staticmethod
+    def retry_after(base_s: int) -> int:
+        """The Retry-After of a refused long-poll, spread over ``base_s`` to ``RETRY_SPREAD``
+        times it."""
+        return random.randint(base_s, base_s * RETRY_SPREAD)

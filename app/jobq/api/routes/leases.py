@@ -70,8 +70,9 @@ async def claim(request: Request) -> Response:
     derived from its file descriptor limit, so that waiting workers never take the
     connections enqueues, acks and heartbeats need). A claim with `wait_ms` past that cap
     does not wait: it claims once and returns what it found, or, finding nothing, answers
-    `503` `too_many_long_polls` at once with `Retry-After` and `Connection: close`. Claim
-    again after `Retry-After` seconds, as after any 503."""
+    `503` `too_many_long_polls` at once with `Connection: close` and a `Retry-After` spread
+    at random over 1 to 5 times the usual one, so that a fleet refused together does not
+    come back together. Claim again after `Retry-After` seconds, as after any 503."""
     ctx, who = context_of(request), admitted(request)
     body = await CLAIM.read(request)
     require_queues(who, body.queues)
@@ -81,7 +82,8 @@ async def claim(request: Request) -> Response:
     with long_polls.admit(req.wait_ms) as may_wait:
         # Past the cap a long-poll does not wait: it claims once, and answers what it found
         # or 503 at once, so that waiting workers cannot take the descriptors enqueues and
-        # acks need (jobq.api.longpolls).
+        # acks need (jobq.api.longpolls). It still claims: a 503 without looking would
+        # starve a queue that none of the waiting claims names.
         leases = await core.claim(ctx, req if may_wait else replace(req, wait_ms=0),
                                   request.is_disconnected,
                                   allowed=partial(tokens.still_valid, who), owner=who.token_id)
@@ -89,7 +91,7 @@ async def claim(request: Request) -> Response:
         raise TooManyLongPolls(
             f"this service process holds its limit of {long_polls.cap} waiting claims "
             "(JOBQ_MAX_LONG_POLLS) and there was no job to claim now; claim again after "
-            "Retry-After", request.app.state.settings.retry_after_s)
+            "Retry-After", long_polls.retry_after(request.app.state.settings.retry_after_s))
     return render.json_response({
         "leases": [
             {"lease_id": le.lease_id, "locked_until": le.locked_until, "job": render.job(le.job)}
