@@ -102,14 +102,25 @@ def test_out_of_descriptors_is_told_apart() -> None:
 
 def test_the_counter_holds_a_place_only_while_a_long_poll_waits() -> None:
     gate = LongPolls(cap=2)
-    with gate.admit(0) as may:  # no wait asked: never counted, never refused
+    with gate.admit(0, ["q"], None) as may:  # no wait asked: never counted, never refused
         assert may and gate.waiting == 0
-    with gate.admit(100) as a, gate.admit(100) as b, gate.admit(100) as c, gate.admit(0) as d:
+    with gate.admit(100, ["q"], None) as a, gate.admit(100, ["q"], None) as b, \
+            gate.admit(100, ["q"], None) as c, gate.admit(0, ["q"], None) as d:
         assert (a, b, c, d) == (True, True, False, True) and gate.waiting == 2
-    assert gate.waiting == 0
-    with pytest.raises(RuntimeError), gate.admit(100):
+    assert gate.waiting == 0 and not gate.watched(["q"], None)
+    with pytest.raises(RuntimeError), gate.admit(100, ["q"], None):
         raise RuntimeError("a claim that failed gives its place back")
-    assert gate.waiting == 0
+    assert gate.waiting == 0 and not gate.watched(["q"], None)
+
+
+def test_a_refused_claim_looks_itself_unless_waiting_claims_take_its_jobs() -> None:
+    gate = LongPolls(cap=10)
+    with gate.admit(100, ["a", "b"], None), gate.admit(100, ["c"], ["x", "y"]):
+        assert gate.watched(["a"], None) and gate.watched(["b", "a"], ["z"])
+        assert not gate.watched(["a", "d"], None)  # nobody waits on d
+        assert gate.watched(["c"], ["y", "x"])  # the same types
+        assert not gate.watched(["c"], ["x"]) and not gate.watched(["c"], None)
+    assert not gate.watched(["a"], None)
 
 
 # --- in-process: the cap's answers ---------------------------------------------------------

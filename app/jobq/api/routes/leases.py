@@ -79,14 +79,18 @@ async def claim(request: Request) -> Response:
     tokens: TokenTable = request.app.state.tokens
     req = body.to_domain()
     long_polls: LongPolls = request.app.state.long_polls
-    with long_polls.admit(req.wait_ms) as may_wait:
-        # Past the cap a long-poll does not wait: it claims once, and answers what it found
-        # or 503 at once, so that waiting workers cannot take the descriptors enqueues and
-        # acks need (jobq.api.longpolls). It still claims: a 503 without looking would
-        # starve a queue that none of the waiting claims names.
-        leases = await core.claim(ctx, req if may_wait else replace(req, wait_ms=0),
-                                  request.is_disconnected,
-                                  allowed=partial(tokens.still_valid, who), owner=who.token_id)
+    with long_polls.admit(req.wait_ms, req.queues, req.types) as may_wait:
+        # Past the cap a long-poll does not wait, so that waiting workers cannot take the
+        # descriptors enqueues and acks need (jobq.api.longpolls): it answers 503 at once,
+        # having claimed once what it found, unless claims waiting now would take the same
+        # jobs. Not looking at all would starve a queue that no waiting claim names.
+        if may_wait or not long_polls.watched(req.queues, req.types):
+            leases = await core.claim(ctx, req if may_wait else replace(req, wait_ms=0),
+                                      request.is_disconnected,
+                                      allowed=partial(tokens.still_valid, who),
+                                      owner=who.token_id)
+        else:
+            leases = []
     if not leases and not may_wait:
         raise TooManyLongPolls(
             f"this service process holds its limit of {long_polls.cap} waiting claims "
