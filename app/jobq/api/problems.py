@@ -113,10 +113,11 @@ KINDS: dict[str, Kind] = {
         "is safe to repeat."),
     "too_many_long_polls": Kind(
         "Too many long-polls", (503,),
-        "A claim with `wait_ms` found no job to claim at once, and this service process "
-        "already holds as many waiting claims as it may (`JOBQ_MAX_LONG_POLLS`, by default "
-        "derived from its file descriptor limit). It was answered at once instead of waiting, "
-        "with `Connection: close`; nothing was claimed. Acks, heartbeats and enqueues are not "
+        "A claim with `wait_ms` came while this service process already holds as many "
+        "waiting claims as it may (`JOBQ_MAX_LONG_POLLS`, by default derived from its file "
+        "descriptor limit), and there was no job to hand it at once (the jobs of queues that "
+        "waiting claims name go to those). It was answered at once instead of waiting, with "
+        "`Connection: close`; nothing was claimed. Acks, heartbeats and enqueues are not "
         "affected.",
         "Wait the `Retry-After` seconds and claim again (another replica may have room). The "
         "SDK's worker does so on its own. An operator may raise the descriptor limit "

@@ -48,8 +48,8 @@ _LOST = answers(*GUARDED, 413, 422, notes={
 
 
 _CLAIM_503 = ("`unavailable`: the database did not answer in time, or the service is out of file "
-              "descriptors; `too_many_long_polls`: a claim with `wait_ms` that found no job at "
-              "once while this service process already holds its cap of waiting claims "
+              "descriptors; `too_many_long_polls`: a claim with `wait_ms` with no job to hand it "
+              "at once while this service process already holds its cap of waiting claims "
               "(`JOBQ_MAX_LONG_POLLS`), answered at once with `Connection: close`. Either way "
               "nothing was claimed: claim again after `Retry-After` seconds")
 
@@ -69,7 +69,8 @@ async def claim(request: Request) -> Response:
     Each service process holds at most `JOBQ_MAX_LONG_POLLS` waiting claims (by default
     derived from its file descriptor limit, so that waiting workers never take the
     connections enqueues, acks and heartbeats need). A claim with `wait_ms` past that cap
-    does not wait: it claims once and returns what it found, or, finding nothing, answers
+    does not wait: it claims once (unless claims already waiting name its queues and would
+    take the same jobs) and returns what it found, or, finding nothing, answers
     `503` `too_many_long_polls` at once with `Connection: close` and a `Retry-After` spread
     at random over 1 to 5 times the usual one, so that a fleet refused together does not
     come back together. Claim again after `Retry-After` seconds, as after any 503."""
