@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import resource
+import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -291,6 +293,51 @@ async def test_long_polls_past_the_descriptor_budget_leave_work_going(fd_server:
     log = await asyncio.to_thread(Path(fd_server.log.name).read_text)
     for sign in ("Too many open files", "Traceback", "Exception in ASGI"):
         assert sign not in log, log[-3000:]
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def test_accept_out_of_descriptors_neither_kills_nor_spins(database_url: str) -> None:
+    """More connections than descriptors, none sending anything (the header timeout is long
+    here): the process sits at its limit, where accept() fails with EMFILE. The event loop
+    (uvloop, as libuv does) closes what it cannot take instead of retrying in a loop: the
+    process stays up and idle, and serves again once the connections go. (This held before
+    the descriptor budget too; it is what the budget relies on.)"""
+    server = LiveServer(database_url, env={"JOBQ_HEADER_TIMEOUT_S": "60"},
+                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (HARD, HARD)))
+    server.start()
+    assert server.proc is not None
+    idle: list[socket.socket] = []
+    try:
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(HARD + 100)]
+        await aeventually(lambda: len(os.listdir(f"/proc/{server.proc.pid}/fd")) >= HARD - 1,  # type: ignore[union-attr]
+                          what="the process at its descriptor limit")
+        before = _cpu_seconds(server.proc.pid)
+        await asyncio.sleep(3)
+        # A loop retrying accept() would burn the whole 3 s; a second is far above idle.
+        assert _cpu_seconds(server.proc.pid) - before < 1.0
+        assert server.proc.poll() is None
+    finally:
+        for s in idle:
+            s.close()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as c:
+            await aeventually(lambda: _enqueued(c), what="an enqueue answered 201 again")
+        log = await asyncio.to_thread(Path(server.log.name).read_text)
+    finally:
+        server.stop()
+    assert "Traceback" not in log, log[-3000:]
+
+
+async def _enqueued(c: httpx.AsyncClient) -> bool:
+    try:
+        return (await c.post("/v1/jobs", json={"type": "t"})).status_code == 201
+    except httpx.TransportError:
+        return False
 
 
 # --- the SDK and the worker wait the refusal out ------------------------------------------
