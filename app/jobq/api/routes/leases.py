@@ -95,7 +95,7 @@ async def claim(request: Request) -> Response:
     if not leases and not may_wait:
         raise TooManyLongPolls(
             f"this service process holds its limit of {long_polls.cap} waiting claims "
-            "(JOBQ_MAX_LONG_POLLS) and there was no job to claim now; claim again after "
+            "(JOBQ_MAX_LONG_POLLS) and had no job to hand this one now; claim again after "
             "Retry-After", long_polls.retry_after(request.app.state.settings.retry_after_s))
     return render.json_response({
         "leases": [
