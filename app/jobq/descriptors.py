@@ -118,8 +118,13 @@ def default_max_long_polls(limit: int, pool_size: int) -> int:
     for the process's own (listening socket, event loop, logs, ...); of what is left, half
     may wait in long-polls and half stays for everything else: enqueues, acks, heartbeats,
     listings, and the idle keep-alive connections of the same workers."""
-    room = limit - pool_size - RESERVED_FOR_SESSIONS - RESERVED_FOR_PROCESS
-    return max(1, room // 2)
+    return max(1, room(limit, pool_size) // 2)
+
+
+def room(limit: int, pool_size: int) -> int:
+    """The descriptors left for client connections once the process's own and its database
+    connections are counted."""
+    return limit - pool_size - RESERVED_FOR_SESSIONS - RESERVED_FOR_PROCESS
 
 
 def exhausted(exc: BaseException) -> bool:

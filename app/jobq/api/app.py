@@ -162,11 +162,13 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             f"derived: ({limit.usable} - pool {settings.pool_size} - "
             f"{descriptors.RESERVED_FOR_SESSIONS} - {descriptors.RESERVED_FOR_PROCESS}) // 2")
         log.info("%s; long-polls capped at %d (%s)", limit.describe(), long_polls.cap, how)
-        if settings.max_long_polls is not None and settings.max_long_polls > \
-                descriptors.default_max_long_polls(limit.usable, settings.pool_size) * 2:
+        if settings.max_long_polls is not None and \
+                long_polls.cap >= descriptors.room(limit.usable, settings.pool_size):
+            # The operator's number, past what the limit holds: say so now, not at the
+            # first enqueue that finds no descriptor.
             log.warning("JOBQ_MAX_LONG_POLLS=%d leaves no room in the descriptor limit of %d: "
                         "long-polls may use up the descriptors enqueues and acks need",
-                        settings.max_long_polls, limit.usable)
+                        long_polls.cap, limit.usable)
         await db.open(wait=False)
         await ctx.wakeups.start()
         # Long-polls are released when the stop signal arrives, not here at the end: the
