@@ -69,6 +69,20 @@ def test_the_setting_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
         assert info.value.errors()[0]["loc"] == ("max_long_polls",), bad
 
 
+async def test_the_start_log_names_the_limit_and_the_cap(
+        database_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="jobq.api")
+    limit = current().usable  # the test process's, raised to its hard limit by the app
+    async with running_app(make_settings(database_url, max_long_polls=1_000_000)) as app:
+        assert app.state.long_polls.cap == 1_000_000
+    said = [r.getMessage() for r in caplog.records if r.name == "jobq.api"]
+    assert any("descriptor limit" in m and "long-polls capped at 1000000 (JOBQ_MAX_LONG_POLLS)" in m
+               for m in said), said
+    if limit < 1_000_000:  # more than the limit holds: said at start, not at the first EMFILE
+        assert any(r.levelno == logging.WARNING and "leaves no room" in r.getMessage()
+                   for r in caplog.records), said
+
+
 def test_raising_the_soft_limit_reaches_the_hard_one() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
