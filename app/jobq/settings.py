@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from jobq.descriptors import default_max_long_polls
 from jobq.domain.access import (
     ADMIN_TOKEN_ALPHABET,
     MIN_ADMIN_TOKEN_LENGTH,
@@ -76,6 +77,17 @@ class Settings(BaseSettings):
         description="only queues matching this pattern (globs, comma-separated, as a token's "
         "queues) get per-queue series in /metrics; the others are summed in queue=\"_other\"",
     )
+    max_long_polls: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="most claims with wait_ms > 0 one service process holds waiting at once; "
+        "past it a long-poll is answered at once, with the jobs it finds or 503 "
+        "too_many_long_polls and Retry-After. Unset: derived from the descriptor limit (raised "
+        "to the hard limit at start) as (limit - pool_size - 3 - 64) // 2: one descriptor per "
+        "pooled connection, 3 for the LISTEN, NOTIFY and leader connections, 64 for the "
+        "process's own, and half of the rest kept for every other request",
+    )
     admin_token: str | None = None
     log_format: Literal["json", "text"] = "text"
     log_level: str = "INFO"
@@ -97,6 +109,12 @@ class Settings(BaseSettings):
             return QueuePattern(value).text
         except ValueError as exc:
             raise ValueError(f"JOBQ_METRICS_QUEUE_PATTERN: {exc}") from None
+
+    @field_validator("max_long_polls", mode="before")
+    @classmethod
+    def _check_max_long_polls(cls, value: object) -> object:
+        # Unset and empty both mean "derived from the descriptor limit" (compose passes "").
+        return None if value == "" else value
 
     @field_validator("admin_token")
     @classmethod
@@ -122,6 +140,12 @@ class Settings(BaseSettings):
             raise ValueError("JOBQ_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR")
         self.log_level = self.log_level.upper()
         return self
+
+    def long_poll_cap(self, descriptor_limit: int) -> int:
+        """``max_long_polls``, or the default derived from ``descriptor_limit``."""
+        if self.max_long_polls is not None:
+            return self.max_long_polls
+        return default_max_long_polls(descriptor_limit, self.pool_size)
 
     @property
     def libpq_url(self) -> str:

@@ -11,11 +11,13 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.routing import APIRoute
 
+from jobq import descriptors
 from jobq.api import document, problems
 from jobq.api.access import Authenticate, check_rules, document_access, guarded
 from jobq.api.deps import known_query
 from jobq.api.direct import check_direct
 from jobq.api.limits import BodyLimit
+from jobq.api.longpolls import LongPolls
 from jobq.api.routes import (
     activity,
     dead,
@@ -149,9 +151,25 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     ctx = Context(db=db, wakeups=Wakeups(db))
     token_table = TokenTable(db, settings.admin_token)
     token_table.on_revoked(ctx.wakeups.revoked)  # long-polls of a revoked token end at once
+    long_polls = LongPolls(settings.long_poll_cap(descriptors.current().usable))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Before any connection is opened: each process (of --workers N too) raises its own
+        # limit, and sizes its long-poll cap from what it got.
+        limit = descriptors.raise_soft_limit()
+        long_polls.cap = settings.long_poll_cap(limit.usable)
+        how = "JOBQ_MAX_LONG_POLLS" if settings.max_long_polls is not None else (
+            f"derived: ({limit.usable} - pool {settings.pool_size} - "
+            f"{descriptors.RESERVED_FOR_SESSIONS} - {descriptors.RESERVED_FOR_PROCESS}) // 2")
+        log.info("%s; long-polls capped at %d (%s)", limit.describe(), long_polls.cap, how)
+        if settings.max_long_polls is not None and \
+                long_polls.cap >= descriptors.room(limit.usable, settings.pool_size):
+            # The operator's number, past what the limit holds: say so now, not at the
+            # first enqueue that finds no descriptor.
+            log.warning("JOBQ_MAX_LONG_POLLS=%d leaves no room in the descriptor limit of %d: "
+                        "long-polls may use up the descriptors enqueues and acks need",
+                        long_polls.cap, limit.usable)
         await db.open(wait=False)
         await ctx.wakeups.start()
         # Long-polls are released when the stop signal arrives, not here at the end: the
@@ -196,6 +214,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     # bounded however many queues this process sees.
     core_metrics.bound_counters(metrics.bound_of(settings))
     app.state.tokens = token_table
+    app.state.long_polls = long_polls
     problems.install(app)
     for module in (jobs, leases, queues, dead, schedules, topics, metrics, tokens, activity):
         app.include_router(module.router, dependencies=[Depends(guarded)])

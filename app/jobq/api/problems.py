@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from jobq.api.resolved import resolved_routes
+from jobq.descriptors import exhausted
 from jobq.domain import errors as e
 
 PROBLEM = "application/problem+json"
@@ -106,9 +107,21 @@ KINDS: dict[str, Kind] = {
     "unavailable": Kind(
         "Service unavailable", (503,),
         "The database did not answer in time, the service has not read its access tokens yet, "
+        "the service process is out of file descriptors (too many open connections), "
         "or (on `/readyz`) the schema is not the one this code needs. Nothing was changed.",
         "Wait the `Retry-After` seconds and send it again; a call with an `idempotency_key` "
         "is safe to repeat."),
+    "too_many_long_polls": Kind(
+        "Too many long-polls", (503,),
+        "A claim with `wait_ms` came while this service process already holds as many "
+        "waiting claims as it may (`JOBQ_MAX_LONG_POLLS`, by default derived from its file "
+        "descriptor limit), and there was no job to hand it at once (the jobs of queues that "
+        "waiting claims name go to those). It was answered at once instead of waiting, with "
+        "`Connection: close`; nothing was claimed. Acks, heartbeats and enqueues are not "
+        "affected.",
+        "Wait the `Retry-After` seconds and claim again (another replica may have room). The "
+        "SDK's worker does so on its own. An operator may raise the descriptor limit "
+        "(`ulimit -n`, the hard limit) or run more replicas."),
     "bad_request": Kind(
         "Bad request", (400,),
         "What arrived is not an HTTP/1.1 request the service can parse; the connection is "
@@ -145,6 +158,7 @@ TABLE: dict[type[e.JobqError], tuple[int, str, str]] = {
     e.Forbidden: _kind("forbidden"),
     e.InvalidInput: _kind("validation_error"),
     e.Unavailable: _kind("unavailable"),
+    e.TooManyLongPolls: _kind("too_many_long_polls"),
 }
 
 # Plain HTTP errors raised by Starlette itself (unknown route, wrong method, ...). A 400 is
@@ -231,6 +245,10 @@ def from_error(exc: e.JobqError) -> Response:
     headers: dict[str, str] | None = None
     if isinstance(exc, (e.QueueFull, e.Unavailable)):
         headers = {"Retry-After": str(exc.retry_after_s)}
+    if isinstance(exc, e.TooManyLongPolls):
+        # The connection is what the cap protects: give its descriptor back now; the worker
+        # comes back on a new one after Retry-After.
+        headers = {"Retry-After": str(exc.retry_after_s), "Connection": "close"}
     if isinstance(exc, e.Unauthorized):
         headers = {"WWW-Authenticate": BEARER_CHALLENGE + (', error="invalid_token"'
                                                            if exc.invalid_token else "")}
@@ -290,6 +308,16 @@ def install(app: FastAPI) -> None:
             headers = {**(headers or {}), "Allow": _allowed_methods(request)}
         return problem(exc.status_code, code, title, detail, headers=headers)
 
+    async def on_os_error(request: Request, exc: Exception) -> Response:
+        # Out of descriptors (EMFILE, ENFILE) is load, not a bug: a 503 to come back after.
+        # Any other OSError is still one, for on_unexpected to log with its traceback.
+        if not exhausted(exc):
+            raise exc
+        retry_after = request.app.state.settings.retry_after_s
+        return from_error(e.Unavailable(
+            "the service has no file descriptor left (too many open connections); nothing "
+            "was changed", retry_after))
+
     async def on_unexpected(_: Request, exc: Exception) -> Response:
         # A bug of ours. Still problem+json, and logged with its traceback by Starlette.
         return problem(500, "internal", KINDS["internal"].title, "an unexpected error occurred")
@@ -298,4 +326,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(ValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(OSError, on_os_error)
     app.add_exception_handler(Exception, on_unexpected)

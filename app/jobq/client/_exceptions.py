@@ -166,6 +166,8 @@ _BY_CODE: dict[str, type[APIError]] = {
     "payload_too_large": PayloadTooLarge,
     "queue_full": QueueFull,
     "unavailable": Unavailable,
+    # A long-poll past the service's cap of waiting claims: come back after Retry-After.
+    "too_many_long_polls": Unavailable,
 }
 
 _BY_STATUS: dict[int, type[APIError]] = {

@@ -9,7 +9,8 @@
     ├── Unauthorized         no token, or an unknown one
     ├── Forbidden            the token's role or queue pattern does not allow the call
     ├── InvalidInput         input that passed the schema but is still wrong (cron, timezone)
-    └── Unavailable          the database cannot be reached
+    └── Unavailable          the database cannot be reached, or no descriptor is left
+        └── TooManyLongPolls a long-poll past the process's cap (nothing found to claim)
 """
 
 from __future__ import annotations
@@ -73,3 +74,8 @@ class Unavailable(JobqError):
     def __init__(self, detail: str = "the database is unreachable", retry_after_s: int = 1) -> None:
         super().__init__(detail)
         self.retry_after_s = retry_after_s
+
+
+class TooManyLongPolls(Unavailable):
+    """A claim asked to wait while the process already holds its cap of waiting claims
+    (``JOBQ_MAX_LONG_POLLS``), and found nothing to claim at once."""

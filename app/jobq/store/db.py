@@ -20,6 +20,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from jobq.descriptors import exhausted
 from jobq.domain import jsontext
 from jobq.domain.errors import InvalidInput, Unavailable
 from jobq.store.sessions import KEEPALIVE
@@ -307,6 +308,11 @@ class _Translate:
             raise Unavailable("the database ended this request's transaction in a conflict with "
                               "another (a deadlock or serialization failure); try again",
                               self.retry_after_s) from exc
+        if exhausted(exc):
+            # EMFILE/ENFILE: the process is out of descriptors (as an OSError, or in libpq's
+            # words); load to come back after, not a bug and not the database's fault.
+            raise Unavailable("the service has no file descriptor left to reach the database "
+                              "(too many open connections)", self.retry_after_s) from exc
         if isinstance(exc, psycopg.errors.QueryCanceled):
             raise Unavailable("the database did not answer in time", self.retry_after_s) from exc
         if isinstance(exc, (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError)):

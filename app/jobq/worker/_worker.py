@@ -84,6 +84,8 @@ FINAL_REPORT_S: Final = 10.0
 # Claim and report retries when the service is unreachable: exponential, full jitter.
 BACKOFF_FIRST_S: Final = 0.5
 BACKOFF_MAX_S: Final = 30.0
+# The code of a claim refused because the service holds its cap of waiting claims.
+LONG_POLLS_FULL: Final = "too_many_long_polls"
 # A claim that comes back empty sooner than this (no long-poll: wait_ms=0, or an older
 # service) is followed by a pause, so an idle worker never spins.
 MIN_EMPTY_POLL_S: Final = 0.25
@@ -412,6 +414,7 @@ class Worker:
     async def _claim_loop(self) -> None:
         assert self._loop is not None
         backoff = _Backoff()
+        capped = False  # the last claim was refused for the service's long-poll cap
         types = sorted(self.handlers)
         most = self.concurrency + self.prefetch
         while not self._stop.is_set():
@@ -441,6 +444,17 @@ class Worker:
                     return  # _watch_stop aborted the long-poll
                 raise
             except _TRANSIENT as exc:
+                if isinstance(exc, RetryableError) and exc.code == LONG_POLLS_FULL:
+                    # Not a failure: the service holds as many waiting claims as it may and
+                    # had no job for this one. Ask again after Retry-After, without a warning
+                    # a second from each of a fleet's workers; the first says it once.
+                    pause = (exc.retry_after or BACKOFF_FIRST_S) * random.uniform(1.0, 1.1)
+                    (log.debug if capped else log.info)(
+                        "the service holds its limit of waiting claims; claiming again in "
+                        "%.1fs (and so on, quietly, until it has room)", pause)
+                    capped = True
+                    await self._pause(pause)
+                    continue
                 retry_after = exc.retry_after if isinstance(exc, RetryableError) else None
                 pause = backoff.next(retry_after)
                 log.warning("claim failed (%s); retrying in %.1fs", exc, pause)
@@ -457,6 +471,7 @@ class Worker:
                 await self._pause(pause)
                 continue
             backoff.reset()
+            capped = False
             # In the turn that decoded them: a claim answered just as the stop came is
             # kept too (the drain runs it).
             for lease in leases:

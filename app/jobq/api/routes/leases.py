@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from fastapi import APIRouter, Request
@@ -13,6 +14,7 @@ from jobq.api.bodies import JsonBody
 from jobq.api.deps import context_of
 from jobq.api.direct import DirectRoute
 from jobq.api.document import GUARDED, answers
+from jobq.api.longpolls import LongPolls
 from jobq.api.schemas import (
     AckBody,
     AckManyBody,
@@ -26,6 +28,7 @@ from jobq.api.schemas import (
 )
 from jobq.core import leases as core
 from jobq.core.tokens import TokenTable
+from jobq.domain.errors import TooManyLongPolls
 from jobq.domain.jobs import Failure
 
 router = APIRouter(prefix="/v1/leases", tags=["leases"], route_class=DirectRoute)
@@ -44,8 +47,16 @@ _LOST = answers(*GUARDED, 413, 422, notes={
          "whose answer was lost)"})
 
 
+_CLAIM_503 = ("`unavailable`: the database did not answer in time, or the service is out of file "
+              "descriptors; `too_many_long_polls`: a claim with `wait_ms` with no job to hand it "
+              "at once while this service process already holds its cap of waiting claims "
+              "(`JOBQ_MAX_LONG_POLLS`), answered at once with `Connection: close`. Either way "
+              "nothing was claimed: claim again after `Retry-After` seconds")
+
+
 @router.post("", response_model=LeaseList, summary="Claim jobs",
-             responses=answers(*GUARDED, 413, 422), openapi_extra=CLAIM.openapi)
+             responses=answers(*GUARDED, 413, 422, notes={503: _CLAIM_503}),
+             openapi_extra=CLAIM.openapi)
 async def claim(request: Request) -> Response:
     """Leases up to `limit` claimable jobs. Queues are tried in the order listed, as
     Faktory's fetch does: a later queue only fills what the earlier ones left. Within a
@@ -53,13 +64,39 @@ async def claim(request: Request) -> Response:
     (woken by LISTEN/NOTIFY) until at least one job is claimed or the time is up. Paused
     queues hand out nothing; a queue with `max_running` never has more running jobs. A
     long-poll whose client hung up stops without claiming; one whose token is revoked
-    while it waits answers `401` within a second and claims nothing."""
+    while it waits answers `401` within a second and claims nothing.
+
+    Each service process holds at most `JOBQ_MAX_LONG_POLLS` waiting claims (by default
+    derived from its file descriptor limit, so that waiting workers never take the
+    connections enqueues, acks and heartbeats need). A claim with `wait_ms` past that cap
+    does not wait: it claims once (unless claims already waiting name its queues and would
+    take the same jobs) and returns what it found, or, finding nothing, answers
+    `503` `too_many_long_polls` at once with `Connection: close` and a `Retry-After` spread
+    at random over 1 to 5 times the usual one, so that a fleet refused together does not
+    come back together. Claim again after `Retry-After` seconds, as after any 503."""
     ctx, who = context_of(request), admitted(request)
     body = await CLAIM.read(request)
     require_queues(who, body.queues)
     tokens: TokenTable = request.app.state.tokens
-    leases = await core.claim(ctx, body.to_domain(), request.is_disconnected,
-                              allowed=partial(tokens.still_valid, who), owner=who.token_id)
+    req = body.to_domain()
+    long_polls: LongPolls = request.app.state.long_polls
+    with long_polls.admit(req.wait_ms, req.queues, req.types) as may_wait:
+        # Past the cap a long-poll does not wait, so that waiting workers cannot take the
+        # descriptors enqueues and acks need (jobq.api.longpolls): it answers 503 at once,
+        # having claimed once what it found, unless claims waiting now would take the same
+        # jobs. Not looking at all would starve a queue that no waiting claim names.
+        if may_wait or not long_polls.watched(req.queues, req.types):
+            leases = await core.claim(ctx, req if may_wait else replace(req, wait_ms=0),
+                                      request.is_disconnected,
+                                      allowed=partial(tokens.still_valid, who),
+                                      owner=who.token_id)
+        else:
+            leases = []
+    if not leases and not may_wait:
+        raise TooManyLongPolls(
+            f"this service process holds its limit of {long_polls.cap} waiting claims "
+            "(JOBQ_MAX_LONG_POLLS) and had no job to hand this one now; claim again after "
+            "Retry-After", long_polls.retry_after(request.app.state.settings.retry_after_s))
     return render.json_response({
         "leases": [
             {"lease_id": le.lease_id, "locked_until": le.locked_until, "job": render.job(le.job)}
