@@ -262,6 +262,8 @@ VALUES_FOR: dict[str, dict[str, Any]] = {
                        "job_priority": 0},
     # a subscription's topic is NOT NULL; its queue is the big one
     "TopicSubscribe": {"topic": "orders.placed"},
+    # the long-poll watcher counts a queue's claimable jobs up to its waiters' limits
+    "QueueWakeCheck": {"caps": [10, 10]},
 }
 
 

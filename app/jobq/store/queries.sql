@@ -556,3 +556,22 @@ SELECT q.name AS queue, f.status,
          WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
            AND j.completed_at > now() - make_interval(mins => %(minutes)s)) f
  GROUP BY 1, 2, 3;
+
+-- name: QueueWakeCheck
+-- For the queues idle long-polls wait on, one row per unpaused queue: how many waiting jobs a claim could take now (counted up to its cap, within max_running), how many are visible now, and when the next delayed one becomes visible (jobs_waiting_idx).
+SELECT q.name AS queue,
+       CASE WHEN q.max_running IS NULL THEN v.visible
+            ELSE least(v.visible, greatest(q.max_running - coalesce(
+                   (SELECT sum(c.n) FROM job_counts c WHERE c.queue = q.name AND c.status = 'running'), 0), 0))
+       END AS ready,
+       v.visible,
+       (SELECT j.visible_at FROM jobs j
+         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at > now()
+         ORDER BY j.visible_at LIMIT 1) AS next_visible_at
+  FROM unnest(%(queues)s::text[], %(caps)s::int[]) AS w(name, cap)
+  JOIN queues q ON q.name = w.name AND NOT q.paused
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS visible FROM (
+              SELECT 1 FROM jobs j
+               WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+               LIMIT w.cap) s) v;

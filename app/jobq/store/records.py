@@ -333,3 +333,17 @@ class NextWake(NamedTuple):
 
 def next_wake(row: Row) -> NextWake:
     return NextWake(row["next_fire_at"], bool(row["pending"]))
+
+
+class WakeReading(NamedTuple):
+    """One queue of a QueueWakeCheck: jobs claimable now, visible now, and the next delayed
+    one's visible time."""
+
+    queue: str
+    ready: int
+    visible: int
+    next_visible_at: datetime | None
+
+
+def wake_reading(row: Row) -> WakeReading:
+    return WakeReading(row["queue"], int(row["ready"]), int(row["visible"]), row["next_visible_at"])
