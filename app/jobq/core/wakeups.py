@@ -321,7 +321,7 @@ class Wakeups:
             elif (at - now).total_seconds() <= DELAYED_WAKE_MAX_S:
                 first, n = due.get(queue, (at, 0))
                 due[queue] = (min(first, at), n + 1)
-            else:
+            elif (at - now).total_seconds() <= LOOKAHEAD_S:  # later ones: the rounds see them
                 later[queue] = min(later.get(queue, at), at)
         if visible:
             self.publish(visible)
