@@ -56,7 +56,7 @@ class BenchConfig:
     # --waiters: idle long-polls held from another process (0: no such phase), and how long
     # their cost is read while nothing else happens
     waiters: int = 0
-    waiters_idle_seconds: float = 12.0
+    waiters_idle_seconds: float = 20.0
 
     @property
     def modes(self) -> list[Mode]:

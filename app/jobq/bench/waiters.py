@@ -8,7 +8,9 @@ the same run, is the baseline the figures are compared with.
 
 Run as ``python -m jobq.bench.waiters URL QUEUE N`` (token in JOBQ_BENCH_TOKEN): it prints
 ``ready <n>`` once every long-poll was sent, and a JSON summary of the answers when its
-stdin closes.
+stdin closes. The first wait of each long-poll is drawn between 0 and WAITERS_WAIT_MS, so the
+fleet's timeouts and re-posts come steadily (N / 20 per second), as a real fleet's would; the
+idle window should last one whole wait (the default: 20 s) to count each once.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -48,11 +51,14 @@ SETTLE_S = 2.0
 async def _hold(url: str, token: str | None, queue: str, n: int) -> None:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    body = orjson.dumps({"queues": [queue], "wait_ms": WAITERS_WAIT_MS, "worker_id": "bench-waiter"})
-    head = (f"POST /v1/leases HTTP/1.1\r\nHost: {parts.netloc}\r\nUser-Agent: jobq-bench-waiter\r\n"
-            + (f"Authorization: Bearer {token}\r\n" if token else "")
-            + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
-    request = head.encode() + body
+    def request(wait_ms: int) -> bytes:
+        body = orjson.dumps({"queues": [queue], "wait_ms": wait_ms, "worker_id": "bench-waiter"})
+        head = (f"POST /v1/leases HTTP/1.1\r\nHost: {parts.netloc}\r\nUser-Agent: jobq-bench-waiter\r\n"
+                + (f"Authorization: Bearer {token}\r\n" if token else "")
+                + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        return head.encode() + body
+
+    again = request(WAITERS_WAIT_MS)
     answers: Counter[str] = Counter()
     sent = 0
     all_sent, one_sent = asyncio.Event(), asyncio.Event()
@@ -69,7 +75,9 @@ async def _hold(url: str, token: str | None, queue: str, n: int) -> None:
                 continue
             try:
                 while True:
-                    writer.write(request)
+                    # The first wait of each is drawn from (0, wait_ms]: a fleet's long-polls end
+                    # and are re-posted spread over time, not all in the same second.
+                    writer.write(request(random.randint(1, WAITERS_WAIT_MS)) if first else again)
                     if first:
                         first = False
                         sent += 1

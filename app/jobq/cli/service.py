@@ -207,7 +207,8 @@ def bench(
                                  "the service's CPU and database transactions/s while idle, and pickup "
                                  "beside them against pickup without (0: skip)")] = 0,
     waiters_idle_seconds: Annotated[float, typer.Option(
-        min=1, help="how long the idle cost of --waiters is read")] = 12.0,
+        min=1, help="how long the idle cost of --waiters is read (one whole wait: each long-poll's "
+                    "timeout and re-post counted once)")] = 20.0,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
     drivers: Annotated[bool, typer.Option(
         help="only compare psycopg's paths (async, pool, pipeline, sync, sync in threads) on the "
