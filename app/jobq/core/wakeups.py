@@ -79,6 +79,10 @@ NEXT_VISIBLE_KEEP = 10_000
 # Jobs delayed by at most this long get a timer that rings a bell when they become visible
 # (see Wakeups.jobs_added); later ones are found by the watcher's readings.
 DELAYED_WAKE_MAX_S = 6.0
+# visible_at is the database's clock, "now" this process's: a job due within this much is
+# rung for at once (the database's clock may be ahead: it is visible there already), and
+# again by its timer if it was not yet.
+CLOCK_SLACK_S = 0.25
 # A reading schedules a look at a queue's next delayed job when it is due within this long;
 # later ones are seen by the periodic readings before then (twice the period: one is missed
 # at most).
@@ -316,9 +320,11 @@ class Wakeups:
         due: dict[str, tuple[datetime, int]] = {}
         later: dict[str, datetime] = {}
         for queue, at in jobs:
-            if at <= now:
+            if (at - now).total_seconds() <= CLOCK_SLACK_S:
                 visible[queue] += 1
-            elif (at - now).total_seconds() <= DELAYED_WAKE_MAX_S:
+            if at <= now:
+                continue
+            if (at - now).total_seconds() <= DELAYED_WAKE_MAX_S:
                 first, n = due.get(queue, (at, 0))
                 due[queue] = (min(first, at), n + 1)
             elif (at - now).total_seconds() <= LOOKAHEAD_S:  # later ones: the rounds see them
