@@ -6,7 +6,7 @@ CPU and its database's transactions over an idle window, then measures pickup at
 latency phase's rate with them present. The same pickup with no waiters, measured first in
 the same run, is the baseline the figures are compared with.
 
-Run as ``python -m jobq.bench.waiters URL QUEUE N`` (token in JOBQ_BENCH_TOKEN): it prints
+Its process runs ``main([URL, QUEUE, N])`` (token in JOBQ_BENCH_TOKEN): it prints
 ``ready <n>`` once every long-poll was sent, and a JSON summary of the answers when its
 stdin closes. The first wait of each long-poll is drawn between 0 and WAITERS_WAIT_MS, so the
 fleet's timeouts and re-posts come steadily (N / 20 per second), as a real fleet's would; the
@@ -146,7 +146,9 @@ def held(url: str, token: str | None, queue: str, n: int) -> Iterator[dict[str, 
     """N idle long-polls on ``queue`` from a child process while the block runs; the dict
     yielded is filled with the child's summary (held, answers by status) when it ends."""
     env = {**os.environ, "JOBQ_BENCH_TOKEN": token or ""}
-    proc = subprocess.Popen([sys.executable, "-m", "jobq.bench.waiters", url, queue, str(n)],
+    # Not "-m jobq.bench.waiters": the package imports this module first, and runpy warns.
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from jobq.bench.waiters import main; "
+                             "sys.exit(main(sys.argv[1:]))", url, queue, str(n)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
     summary: dict[str, Any] = {}
     try:

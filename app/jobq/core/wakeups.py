@@ -303,7 +303,7 @@ class Wakeups:
         rest: dict[str, int | None] = {}
         for q, n in items:
             if n is None:
-                self._unseen.add(q)  # what became claimable is not known: read it again
+                self._mark_unseen(q)  # what became claimable is not known: read it again
             left = self._wake(q, n)
             if left != 0:
                 rest[q] = add_counts(rest.get(q, 0), left)
@@ -468,8 +468,13 @@ class Wakeups:
     def _heard(self, queue: str, count: int | None) -> None:
         """A bell from another process: its jobs may be delayed ones, which the waiters it
         rings do not see; the watcher reads the queue if they find nothing."""
-        self._unseen.add(queue)
+        self._mark_unseen(queue)
         self._wake(queue, count)
+
+    def _mark_unseen(self, queue: str) -> None:
+        if len(self._unseen) >= NEXT_VISIBLE_KEEP:  # names come from clients: keep it bounded
+            self._unseen.clear()  # what is forgotten, the next safety round reads
+        self._unseen.add(queue)
 
     def _wake_all(self) -> None:
         """Notifications may have been missed (the listening connection was away, or another
@@ -477,7 +482,7 @@ class Wakeups:
         queue with waiters and rings as many as there are jobs."""
         loop_time = _loop_time()
         for q in list(self._ready):
-            self._unseen.add(q)
+            self._mark_unseen(q)
             self._wake(q, 1)
             if loop_time is not None:
                 self._look_at(q, loop_time)
