@@ -537,3 +537,30 @@ async def test_a_newcomer_behind_a_quiet_waiter_does_not_look() -> None:
     board.publish({"q": 1})
     assert await first == ["j1"] and looks == 2
     assert await second == [] and looks == 2
+
+
+def test_a_reading_rings_one_type_filtered_waiter_per_group_counted_for_all(
+        board: Wakeups, stack: contextlib.ExitStack) -> None:
+    # Jobs a reading finds waiting may be of types the filtered waiters do not take (why
+    # they still wait): one of each group looks, counted for them all, so a full claim passes
+    # the rest on and an empty one costs one claim, not one per job.
+    typed = waiters(board, "q", [1] * 5, stack, filtered=True)
+    plain = waiters(board, "q", [1, 1, 1], stack)
+    board._wake("q", 2, scout=True)
+    assert rung(typed) == [True, False, False, False, False] and typed[0].rung_for == {"q": 2}
+    assert rung(plain) == [True, True, False]
+
+
+async def test_a_job_delayed_past_its_timer_is_found_by_the_watcher_when_due(
+        database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Jobs delayed by more than DELAYED_WAKE_MAX_S get no timer of their own: the watcher,
+    # which knows when each queue's next one is due, rings a waiter then.
+    monkeypatch.setattr(wakeups, "DELAYED_WAKE_MAX_S", 0.2)
+    async with running_app(make_settings(database_url)) as app, asgi_client(app) as c:
+        waiting = asyncio.create_task(claim(c, ["later2"], worker_id="w", wait_ms=15_000))
+        await long_polls_idle(board_of(app), "later2", 1)
+        job = await enqueue(c, queue="later2", delay_ms=1000)
+        clock = Stopwatch()
+        leases = await asyncio.wait_for(waiting, 15)
+        assert [le["job"]["id"] for le in leases] == [job["id"]]
+        assert 0.9 <= clock.elapsed < 1.0 + PASSED_ON_S

@@ -440,12 +440,17 @@ class Wakeups:
                    or (waiter.group is not None and self._quiet.get((q, waiter.group), 0) > 0)
                    for q in waiter.queues)
 
-    def _wake(self, queue: str, count: int | None = 1) -> int | None:
+    def _wake(self, queue: str, count: int | None = 1, scout: bool = False) -> int | None:
         """Ring this process's waiters on ``queue`` for ``count`` new jobs (``None``: all);
         returns how many of them no idle waiter here covers (``None``: maybe all).
 
         Waiters already rung are not in the ring order: they will look anyway, and counting
-        them would leave the new jobs to wait for a chain of full claims."""
+        them would leave the new jobs to wait for a chain of full claims.
+
+        ``scout``: the jobs were found by a reading, not just made, and may be of types that
+        the type-filtered waiters do not take (why they still wait): ring one of each such
+        group, counted for all of them, so that a full claim passes the rest on and one that
+        finds nothing costs one claim, not one per job."""
         if len(self._generation) >= GENERATIONS_KEPT and queue not in self._generation:
             # Queue names come from clients. Forgetting is safe: generations only grow (a
             # process-wide counter), so a forgotten queue's next one is newer than any before.
@@ -456,6 +461,9 @@ class Wakeups:
         if groups:
             for group, members in list(groups.items()):
                 want = count
+                if scout and group is not None and count is not None:
+                    self._ring(next(iter(members)), queue, count)
+                    continue
                 while members and (want is None or want > 0):
                     waiter = next(iter(members))
                     self._ring(waiter, queue, None if want is None else min(want, waiter.limit))
@@ -556,7 +564,7 @@ class Wakeups:
         for row in rows:
             queue, ready, visible, nxt = records.wake_reading(row)
             if ready > 0:
-                self._wake(queue, ready)
+                self._wake(queue, ready, scout=True)
             elif visible > 0:
                 self._look_at(queue, now + BLOCKED_RECHECK_S)
             if nxt is not None:
