@@ -41,8 +41,10 @@ WAITERS_WAIT_MS = 20_000
 # Connections opened at once: the service's listen backlog is finite.
 CONNECT_BATCH = 200
 READY_TIMEOUT_S = 120.0
-# After the last long-poll was sent, before the idle window: the service reads them in.
+# After the last long-poll was sent, before the idle window: the service reads them in (and
+# those that arrive before any of them is idle each look once), a moment per thousand.
 SETTLE_S = 2.0
+SETTLE_PER_1000_S = 0.4
 
 
 # ----------------------------------------------------------------- the waiters' process
@@ -221,7 +223,7 @@ def waiters_phase(cfg: BenchConfig, url: str, meter: CpuMeter, database_url: str
     tidy()
     log(f"waiters: holding {cfg.waiters:,} idle long-polls (wait_ms {WAITERS_WAIT_MS:,})")
     with held(url, cfg.token, f"{base}.idle", cfg.waiters) as summary:
-        time.sleep(SETTLE_S)
+        time.sleep(SETTLE_S + SETTLE_PER_1000_S * cfg.waiters / 1000)
         log(f"waiters: idle window of {cfg.waiters_idle_seconds:g} s")
         idle = idle_costs(meter, database_url, cfg.waiters_idle_seconds)
         log(f"waiters: service CPU {idle['idle_service_cpu_pct']}% of a core, "
