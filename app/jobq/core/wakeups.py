@@ -32,8 +32,10 @@ period, not O(waiters)), at a delayed job's visible time, BLOCKED_RECHECK_S afte
 that a full ``max_running`` holds back (an ack frees a slot without ringing), and when a
 long-poll that found nothing is the first to wait on a queue it has not read lately (what it
 knows of delayed jobs may be old) or after a bell whose jobs it could not see (a count from
-another process, or none). Jobs delayed by at most DELAYED_WAKE_MAX_S also get a timer at
-enqueue that rings for them when they become visible.
+another process, or none). What a reading finds may be of types the type-filtered waiters do
+not take, so it rings one waiter of each such group, counted for all the jobs (a full claim
+passes the rest on). Jobs delayed by at most DELAYED_WAKE_MAX_S also get a timer at enqueue
+that rings for them when they become visible.
 
 A long-poll does not even look when it need not: if an idle waiter that looked and was not
 rung since already waits on each of its queues (unfiltered, or with the same types), any job
