@@ -164,8 +164,12 @@ def claim_looked_since(server: LiveServer, since: datetime) -> bool:
     with psycopg.connect(server.database_url, autocommit=True) as conn:
         row = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE client_port = ANY(%(ports)s)"
-            " AND state = 'idle' AND query_start > %(since)s AND query LIKE %(claim)s",
-            {"ports": ports, "since": since, "claim": Q.JobClaim[:60] + "%"}).fetchone()
+            " AND state = 'idle' AND query_start > %(since)s"
+            " AND (query LIKE %(claim)s OR query LIKE %(check)s)",
+            # A claim that found nothing may be followed on its session by the long-polls'
+            # reading of its queue (jobq.core.wakeups), which a long-poll only asks after looking.
+            {"ports": ports, "since": since, "claim": Q.JobClaim[:60] + "%",
+             "check": Q.QueueWakeCheck[:60] + "%"}).fetchone()
     return row is not None and row[0] > 0
 
 

@@ -224,3 +224,32 @@ def test_bench_drivers_compares_every_psycopg_path(database_url: str) -> None:
     assert [f["path"] for f in figures] == [
         "async", "sync", "async pipeline of 8", "async pool x8", "sync in 8 threads"]
     assert all(_rate(f["rate"]) and f["cpu_us"] > 0 for f in figures)
+
+
+def test_bench_waiters_reports_what_idle_long_polls_cost(live_server: LiveServer) -> None:
+    """``--waiters N``: N idle long-polls held from another process; the report has the
+    service's idle cost (its CPU is unknown here: the bench did not start it), the database's
+    transactions/s while idle, pickup with and without them, their ratios and the targets."""
+    env = {**os.environ, "JOBQ_DATABASE_URL": live_server.database_url}
+    out = subprocess.run(
+        [sys.executable, "-m", "jobq.cli", "bench", "--url", live_server.url, "--mode", "single",
+         "--jobs", "50", "--producers", "1", "--workers", "2", "--latency-rate", "50",
+         "--latency-seconds", "1", "--waiters", "30", "--waiters-idle-seconds", "1",
+         "--timeout", "60", "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    w = report["waiters"]
+    assert w["waiters"] == 30 and w["held"] == 30 and w["wait_ms"] == 20_000
+    assert w["errors"] == 0 and set(w["answers"]) <= {"200"}
+    assert w["idle_seconds"] >= 1 and w["idle_service_cpu_pct"] is None
+    assert isinstance(w["idle_db_xact_per_s"], float) and w["idle_db_xact_per_s"] >= 0
+    for side in ("pickup_without_waiters", "pickup_with_waiters"):
+        pickup = w[side]
+        assert pickup["jobs"] == 50 and pickup["offered_rate"] == 50
+        assert 0 <= pickup["p50_ms"] <= pickup["p99_ms"] <= pickup["max_ms"]
+    assert {"waiters_pickup_p50_vs_none", "waiters_pickup_p99_vs_none"} <= set(report["ratios"])
+    figures = [t["figure"] for t in report["targets"] if t["figure"].startswith("30 idle long-polls")]
+    assert len(figures) == 5
+    assert not _processes_naming("jobq.bench.waiters"), "the waiters' process was stopped"

@@ -96,9 +96,11 @@ CASES: list[tuple[str, dict[str, Any], str | None, int]] = [
     # Both branches of the pick are in the plan; each queue runs the one of its order.
     ("JobClaimMany", {"queues": ["small1", "deep", "aged"]}, "jobs_claim_aged_idx,jobs_claim_idx", CLAIM_ROWS),
     ("JobClaimMany", {"queues": ["small1", "aged", "deep"]}, "jobs_claim_aged_idx,jobs_claim_idx", CLAIM_ROWS),
-    ("QueueNextVisible", {}, "jobs_waiting_idx", 5),
+    ("QueueWakeCheck", {"queues": ["deep", "aged"], "caps": [100, 100]}, "jobs_waiting_idx", 2 * CLAIM_ROWS),
     ("QueueOldestWaiting", {"queue": None}, "jobs_waiting_idx", 30),
     ("QueueOldestWaiting", {}, "jobs_waiting_idx", 5),
+    ("QueuePageOldestWaiting", {"queues": ["deep", "aged"]}, "jobs_waiting_idx", 5),
+    ("MetricsOldestWaitingShown", {"shown": ["deep"]}, "jobs_waiting_idx", 30),
     ("JobReapExpired", {"limit": 100}, "jobs_lease_expiry_idx", 150),
     ("LeaseHeartbeat", {}, "jobs_pkey", 5),
     ("LeaseAck", {}, "jobs_pkey", 5),

@@ -30,8 +30,8 @@ WAIT_MS = 10_000
 ADMIN_TOKEN = "bootstrap-admin-token-for-tests"
 INVALID = 'Bearer realm="jobq", error="invalid_token"'
 # How soon after a revocation a waiting long-poll must have ended: the token table is re-read
-# every half second; this is generous for a loaded machine, yet short of the idle long-poll's
-# own re-check (SAFETY_RECHECK_S, 5 s), so it is the revocation that ended it.
+# every half second; this is generous for a loaded machine, yet far short of the long-poll's
+# wait (an idle long-poll looks again only when rung), so it is the revocation that ended it.
 ENDS_WITHIN_S = 3.0
 
 

@@ -29,8 +29,8 @@ from tests.conftest import LiveServer, make_settings, running_app
 from tests.helpers import claim, claim_looked_since, database_now, long_polls_idle
 from tests.waiting import aeventually
 
-# Only a bell can bring a job to a long-poll this short before its wait ends: the idle
-# re-check (jobq.core.wakeups.SAFETY_RECHECK_S) is 5 s.
+# Only a bell can bring a job to a long-poll this short before its wait ends: the watcher's
+# safety round (jobq.core.wakeups.SAFETY_RECHECK_S) is 5 s.
 WAIT_MS = 4000
 
 ENQUEUE = """SELECT jobq.enqueue(queue => %(queue)s, type => %(type)s,

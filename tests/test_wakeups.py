@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -20,12 +21,13 @@ import uvicorn
 from fastapi import FastAPI
 
 from jobq.api.app import create_app
+from jobq.core import leases, wakeups
 from jobq.core.wakeups import GENERATIONS_KEPT, Waiter, Wakeups
 from jobq.store.db import Database
 from jobq.store.notify import HELLO, HERE, parse_payload
 from tests.conftest import LiveServer, free_port, make_settings, running_app
 from tests.helpers import claim_looked_since, database_now, long_polls_idle
-from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many
+from tests.helpers_workers import Stopwatch, claim, enqueue, enqueue_many, sql
 from tests.waiting import aeventually
 
 # The safety re-check of an idle long-poll is 5 s; a bell that is passed on arrives well
@@ -226,6 +228,10 @@ def test_notification_payloads(payload: str, parsed: tuple[str, int | None, str]
 # ------------------------------------------------------------------------- through the API
 
 
+def asgi_client(app: FastAPI) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jobq", timeout=30)
+
+
 def board_of(app: FastAPI) -> Wakeups:
     return app.state.ctx.wakeups  # type: ignore[no-any-return]
 
@@ -396,3 +402,165 @@ async def test_replicas_greet_each_other_and_wake_each_others_waiters(
             leases = await asyncio.wait_for(waiting, 20)
             assert [le["job"]["id"] for le in leases] == [job["id"]]
             assert clock.elapsed < PASSED_ON_S, f"the NOTIFY for {queue} never arrived"
+
+
+# ------------------------------------------------------------------- what waiting costs
+
+
+class Claims:
+    """Counts the claims long-polls run (``jobq.core.leases.claim_once``, the one statement
+    path of a take): what an idle long-poll must not do."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        real = leases.claim_once
+
+        async def counted(ctx: Any, req: Any) -> Any:
+            self.n += 1
+            return await real(ctx, req)
+
+        monkeypatch.setattr(leases, "claim_once", counted)
+
+
+@pytest.fixture
+def quick_rounds(monkeypatch: pytest.MonkeyPatch) -> float:
+    # The safety round every 0.3 s instead of 5 s, set before the app starts: a test can then
+    # watch several rounds pass in a second and a half.
+    monkeypatch.setattr(wakeups, "SAFETY_RECHECK_S", 0.3)
+    return 0.3
+
+
+async def test_idle_long_polls_run_no_claim_while_nothing_happens(
+        database_url: str, monkeypatch: pytest.MonkeyPatch, quick_rounds: float) -> None:
+    """Twenty idle long-polls over five rounds of the safety net: no claim at all (each one
+    used to re-run its claim every round), the rounds one reading each for the queue; then
+    one job wakes exactly one of them and the others wait on."""
+    claims = Claims(monkeypatch)
+    async with running_app(make_settings(database_url)) as app, asgi_client(app) as c:
+        board = board_of(app)
+        polls = [asyncio.create_task(claim(c, ["quiet"], worker_id=f"w{i}", wait_ms=20_000))
+                 for i in range(20)]
+        await long_polls_idle(board, "quiet", 20)
+        looked, readings = claims.n, board.readings
+        await asyncio.sleep(5 * quick_rounds)
+        assert claims.n == looked, "idle long-polls claimed while nothing happened"
+        assert 2 <= board.readings - readings <= 7, "one reading per round, not one per waiter"
+        job = await enqueue(c, queue="quiet")
+        done, waiting = await asyncio.wait(polls, timeout=PASSED_ON_S, return_when=asyncio.FIRST_COMPLETED)
+        assert [[le["job"]["id"] for le in t.result()] for t in done] == [[job["id"]]]
+        await long_polls_idle(board, "quiet", 19)
+        assert claims.n == looked + 1, "one job ran one claim"
+        for t in waiting:
+            t.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+
+async def test_a_long_poll_that_times_out_runs_no_last_claim(
+        app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    claims = Claims(monkeypatch)
+    assert await claim(client, ["empty"], wait_ms=300) == []
+    assert claims.n == 1, "nothing rang it: there was nothing to claim at the end"
+
+
+async def test_the_safety_round_rings_as_many_waiters_as_there_are_jobs(
+        database_url: str, monkeypatch: pytest.MonkeyPatch, quick_rounds: float) -> None:
+    """Jobs that became claimable without a bell (a NOTIFY lost with the process that sent
+    it; here two delayed jobs made visible by hand) are found by the next safety round,
+    which rings two of the ten idle long-polls, not all ten."""
+    claims = Claims(monkeypatch)
+    async with running_app(make_settings(database_url)) as app, asgi_client(app) as c:
+        board = board_of(app)
+        jobs = await enqueue_many(c, [{"type": "t", "queue": "lost", "delay_ms": 3_600_000}] * 2)
+        polls = [asyncio.create_task(claim(c, ["lost"], worker_id=f"w{i}", wait_ms=20_000))
+                 for i in range(10)]
+        await long_polls_idle(board, "lost", 10)
+        looked = claims.n
+        sql(database_url, "UPDATE jobs SET visible_at = now() WHERE queue = 'lost'")
+        done: set[asyncio.Task[list[dict[str, Any]]]] = set()
+        waiting = set(polls)
+        while len(done) < 2:
+            more, waiting = await asyncio.wait(waiting, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+            assert more, "the safety round did not find the jobs"
+            done |= more
+        assert sorted(le["job"]["id"] for t in done for le in t.result()) == sorted(j["id"] for j in jobs)
+        await long_polls_idle(board, "lost", 8)
+        assert claims.n == looked + 2, "the round rang more waiters than there were jobs"
+        for t in waiting:
+            t.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+
+async def test_a_job_enqueued_while_a_thousand_long_polls_wait_is_picked_up(
+        app: FastAPI, client: httpx.AsyncClient) -> None:
+    board = board_of(app)
+    polls = [asyncio.create_task(claim(client, ["fleet"], worker_id=f"w{i}", wait_ms=30_000))
+             for i in range(1000)]
+    try:
+        await long_polls_idle(board, "fleet", 1000)
+        jobs = await enqueue_many(client, [{"type": "t", "queue": "fleet"}] * 3)
+        got: list[str] = []
+        waiting = set(polls)
+        while len(got) < 3:
+            done, waiting = await asyncio.wait(waiting, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+            assert done, "the jobs were not picked up"
+            got += [le["job"]["id"] for t in done for le in t.result()]
+        assert sorted(got) == sorted(j["id"] for j in jobs)
+        assert len(waiting) == 997
+    finally:
+        for t in polls:
+            t.cancel()
+        await asyncio.gather(*polls, return_exceptions=True)
+
+
+async def test_a_newcomer_behind_a_quiet_waiter_does_not_look() -> None:
+    """The board alone: the first long-poll looks and finds nothing; the next one, behind it,
+    would find nothing either (a job would ring the first), so it goes straight to sleep;
+    a bell then costs one look, and a wait that ends unrung costs none."""
+    board = new_board()
+    looks = 0
+    jobs: list[str] = []
+
+    async def take() -> list[str]:
+        nonlocal looks
+        looks += 1
+        return [jobs.pop()] if jobs else []
+
+    def poll(wait_s: float) -> asyncio.Task[list[str]]:
+        return asyncio.create_task(board.wait_for_work(["q"], None, 1, wait_s, take, lambda _: "q"))
+
+    first = poll(10)
+    await board.until_idle("q", 1)
+    second = poll(0.3)
+    await board.until_idle("q", 2)
+    assert looks == 1
+    jobs.append("j1")
+    board.publish({"q": 1})
+    assert await first == ["j1"] and looks == 2
+    assert await second == [] and looks == 2
+
+
+def test_a_reading_rings_one_type_filtered_waiter_per_group_counted_for_all(
+        board: Wakeups, stack: contextlib.ExitStack) -> None:
+    # Jobs a reading finds waiting may be of types the filtered waiters do not take (why
+    # they still wait): one of each group looks, counted for them all, so a full claim passes
+    # the rest on and an empty one costs one claim, not one per job.
+    typed = waiters(board, "q", [1] * 5, stack, filtered=True)
+    plain = waiters(board, "q", [1, 1, 1], stack)
+    board._wake("q", 2, scout=True)
+    assert rung(typed) == [True, False, False, False, False] and typed[0].rung_for == {"q": 2}
+    assert rung(plain) == [True, True, False]
+
+
+async def test_a_job_delayed_past_its_timer_is_found_by_the_watcher_when_due(
+        database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Jobs delayed by more than DELAYED_WAKE_MAX_S get no timer of their own: the watcher,
+    # which knows when each queue's next one is due, rings a waiter then.
+    monkeypatch.setattr(wakeups, "DELAYED_WAKE_MAX_S", 0.2)
+    async with running_app(make_settings(database_url)) as app, asgi_client(app) as c:
+        waiting = asyncio.create_task(claim(c, ["later2"], worker_id="w", wait_ms=15_000))
+        await long_polls_idle(board_of(app), "later2", 1)
+        job = await enqueue(c, queue="later2", delay_ms=1000)
+        clock = Stopwatch()
+        leases = await asyncio.wait_for(waiting, 15)
+        assert [le["job"]["id"] for le in leases] == [job["id"]]
+        assert 0.9 <= clock.elapsed < 1.0 + PASSED_ON_S

@@ -53,6 +53,10 @@ class BenchConfig:
     sdk: bool = False
     sdk_workers: int = 2  # worker processes
     sdk_concurrency: int = 10  # each one's --concurrency (`jobq worker`'s default)
+    # --waiters: idle long-polls held from another process (0: no such phase), and how long
+    # their cost is read while nothing else happens
+    waiters: int = 0
+    waiters_idle_seconds: float = 20.0
 
     @property
     def modes(self) -> list[Mode]:

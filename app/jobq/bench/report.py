@@ -19,6 +19,11 @@ TARGET_NAMED_VS_MINIMAL_DB_CPU = 1.5
 # --sdk (issue 12): the SDK's path as a ratio to the raw client's, in the same run.
 TARGET_SDK_SEQUENTIAL_ENQUEUE_RATIO = 1.3  # latency p50: at most this many times the raw client's
 TARGET_SDK_WORKER_DRAIN_RATIO = 0.8  # `jobq worker` drain rate: at least this share of the raw drain
+# --waiters (issue 24): idle long-polls cost the service this little, and pickup beside them.
+TARGET_WAITERS_IDLE_CPU_PCT = 10.0
+TARGET_WAITERS_IDLE_XACT_PER_S = 50.0
+TARGET_WAITERS_PICKUP_P50_MS = 10.0
+TARGET_WAITERS_PICKUP_P99_MS = 50.0
 
 
 def _ratio(http: float, ceiling: float) -> float | None:
@@ -47,7 +52,25 @@ def compare(report: dict[str, Any]) -> tuple[dict[str, float | None], list[dict[
     if "latency" in report:
         targets.append(_target("pickup p50", report["latency"]["p50_ms"], "<=", TARGET_PICKUP_P50_MS, "ms"))
         targets.append(_target("pickup p99", report["latency"]["p99_ms"], "<=", TARGET_PICKUP_P99_MS, "ms"))
+    if "waiters" in report:
+        compare_waiters(report["waiters"], ratios, targets)
     return ratios, targets
+
+
+def compare_waiters(w: dict[str, Any], ratios: dict[str, float | None], targets: list[dict[str, Any]]) -> None:
+    """Pickup beside N idle long-polls as a ratio to pickup without, and the issue's targets."""
+    alone, beside = w["pickup_without_waiters"], w["pickup_with_waiters"]
+    for p in ("p50", "p99"):
+        ratios[f"waiters_pickup_{p}_vs_none"] = _sdk_ratio(beside[f"{p}_ms"], alone[f"{p}_ms"])
+    n = f"{w['waiters']:,} idle long-polls"
+    targets.append(_target(f"{n}: service CPU while idle (% of a core)", w["idle_service_cpu_pct"], "<=",
+                           TARGET_WAITERS_IDLE_CPU_PCT, "%"))
+    targets.append(_target(f"{n}: database transactions/s while idle", w["idle_db_xact_per_s"], "<=",
+                           TARGET_WAITERS_IDLE_XACT_PER_S, "/s"))
+    targets.append(_target(f"{n}: pickup p50", beside["p50_ms"], "<=", TARGET_WAITERS_PICKUP_P50_MS, "ms"))
+    targets.append(_target(f"{n}: pickup p99", beside["p99_ms"], "<=", TARGET_WAITERS_PICKUP_P99_MS, "ms"))
+    errors = _target(f"{n}: answers that were not 200", w["errors"], "<=", 0, "")
+    targets.append(errors)
 
 
 def vs_minimal(base: dict[str, Any], ratios: dict[str, float | None], targets: list[dict[str, Any]]) -> None:
@@ -149,15 +172,34 @@ def render(report: dict[str, Any]) -> None:
     if "sdk" in report:
         render_sdk(console, report["sdk"], report["ratios"])
 
+    if "waiters" in report:
+        _render_waiters(console, report["waiters"], report["ratios"])
+
     if report["targets"]:
         table = Table(title="targets (informational)")
         for column in ("figure", "value", "target", "met"):
             table.add_column(column, justify="left" if column == "figure" else "right")
         for t in report["targets"]:
-            unit = {"ratio": "ratio", "times": "x"}.get(t["unit"], " ms")
+            unit = {"ratio": "ratio", "times": "x", "%": "%", "/s": "/s", "": ""}.get(t["unit"], " ms")
             met = "–" if t["met"] is None else ("yes" if t["met"] else "[red]no[/red]")
             table.add_row(t["figure"], _fmt(t["value"], unit), f"{t['op']} {_fmt(t['target'], unit)}", met)
         console.print(table)
+
+
+def _render_waiters(console: Console, w: dict[str, Any], ratios: dict[str, float | None]) -> None:
+    console.print(f"{w['held'] or 0:,} of {w['waiters']:,} idle long-polls held (wait_ms {w['wait_ms']:,}), "
+                  f"idle for {w['idle_seconds']:g} s: service CPU {_fmt(w['idle_service_cpu_pct'], '%')} of a core, "
+                  f"database {_fmt(w['idle_db_xact_per_s'])} transactions/s; answers {w['answers']}",
+                  highlight=False)
+    table = Table(title=f"pickup latency with {w['waiters']:,} idle long-polls and without (same run)")
+    for column in ("waiters", "offered jobs/s", "achieved", "p50 ms", "p95 ms", "p99 ms", "max ms"):
+        table.add_column(column, justify="right")
+    for label, lat in (("0", w["pickup_without_waiters"]), (f"{w['waiters']:,}", w["pickup_with_waiters"])):
+        table.add_row(label, _fmt(lat["offered_rate"]), _fmt(lat["achieved_rate"]), _fmt(lat["p50_ms"]),
+                      _fmt(lat["p95_ms"]), _fmt(lat["p99_ms"]), _fmt(lat["max_ms"]))
+    table.add_row("ratio", "", "", _fmt(ratios.get("waiters_pickup_p50_vs_none"), "x"), "",
+                  _fmt(ratios.get("waiters_pickup_p99_vs_none"), "x"), "")
+    console.print(table)
 
 
 def _cpu(figures: dict[str, Any], who: str) -> float | None:

@@ -25,6 +25,7 @@ from jobq.bench.phases import run_async
 from jobq.bench.report import compare, compare_sdk, render
 from jobq.bench.sdk import sdk
 from jobq.bench.service import service_for
+from jobq.bench.waiters import waiters_phase
 
 
 def run(cfg: BenchConfig) -> dict[str, Any]:
@@ -73,6 +74,8 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
         if cfg.latency_seconds > 0:
             tidy()
             report["latency"] = run_async(latency(cfg, service.url, meter, base))
+        if cfg.waiters > 0:
+            report["waiters"] = waiters_phase(cfg, service.url, meter, service.database_url, base, tidy)
         if cfg.sdk:
             assert service.database_url is not None
             tidy()

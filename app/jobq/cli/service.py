@@ -202,6 +202,13 @@ def bench(
     sdk_workers: Annotated[int, typer.Option(min=1, max=16, help="`jobq worker` processes for --sdk")] = 2,
     sdk_concurrency: Annotated[int, typer.Option(
         min=1, max=1000, help="each --sdk worker's --concurrency (and the raw tasks' claim limit)")] = 10,
+    waiters: Annotated[int, typer.Option(
+        min=0, max=100_000, help="also hold this many idle long-polls (wait_ms 20000) from another process: "
+                                 "the service's CPU and database transactions/s while idle, and pickup "
+                                 "beside them against pickup without (0: skip)")] = 0,
+    waiters_idle_seconds: Annotated[float, typer.Option(
+        min=1, help="how long the idle cost of --waiters is read (one whole wait: each long-poll's "
+                    "timeout and re-post counted once)")] = 20.0,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
     drivers: Annotated[bool, typer.Option(
         help="only compare psycopg's paths (async, pool, pipeline, sync, sync in threads) on the "
@@ -234,6 +241,7 @@ def bench(
         batch=batch, queue=queue, latency_rate=latency_rate, latency_seconds=latency_seconds,
         baseline=baseline, server_workers=server_workers, connections=counts, timeout_s=timeout,
         token=token or settings.admin_token, sdk=sdk, sdk_workers=sdk_workers, sdk_concurrency=sdk_concurrency,
+        waiters=waiters, waiters_idle_seconds=waiters_idle_seconds,
     )
     raise typer.Exit(b.main(cfg, as_json=as_json))
 

@@ -1,23 +1,51 @@
-"""Long-poll wake-ups: who a new job wakes, when an idle long-poll looks again, and how a bell
-a claim does not answer reaches someone who will.
+"""Long-poll wake-ups: who a new job wakes, how idle long-polls learn of work without asking
+the database each on its own, and how a bell a claim does not answer reaches someone who will.
 
-A claim that finds nothing waits in ``Wakeups.wait_for_work`` on a doorbell (``Waiter``)
-subscribed to its queues. Whatever makes jobs claimable calls ``publish`` (after commit),
-or ``jobs_added`` for new jobs that may be delayed: local waiters are rung at once, and what
-they do not cover goes out by NOTIFY (``jobq.store.notify``) to the other processes, whose
-boards ring their own waiters.
+Waiting costs memory, not work. A claim that finds nothing waits in
+``Wakeups.wait_for_work`` on a doorbell (``Waiter``) subscribed to its queues, and sleeps
+until a bell rings it or its wait ends; a wait that ends unrung answers ``[]`` without
+another claim (nothing told it there was work, so there is none to find). 5,000 idle
+long-polls used to re-run their claim every 5 s each (1,200 transactions/s and 30% of a core
+doing nothing); now they cost no statement at all while nothing happens.
 
-Waking is sized to the work: ``n`` new jobs wake idle waiters until their claim limits cover
-``n``, not every waiter on the queue. Waking all of them for each job (a thundering herd)
-made eight idle workers run eight claims per job, seven of them empty, and tripled pickup
-latency. A rung waiter that will not answer its bell (its worker hung up, its claim failed,
-it was rung during a claim that is returning, or its claim filled up from other queues)
-passes it on. A count we do not know (``None``) wakes everyone. Jobs that idle waiters here
-cover are not announced to other processes at all: a NOTIFY is a round trip.
+Who rings. Whatever makes jobs claimable calls ``publish`` (after commit), or ``jobs_added``
+for new jobs that may be delayed: local waiters are rung at once, and what they do not cover
+goes out by NOTIFY (``jobq.store.notify``) to the other processes, whose boards ring their
+own waiters. Waking is sized to the work: ``n`` new jobs ring idle waiters, longest waiting
+first, until their claim limits cover ``n``; never all of them (a thundering herd: eight idle
+workers ran eight claims per job, seven of them empty). A count we do not know (``None``:
+unpausing, an older peer) wakes everyone. Waiters with a type filter are kept in groups by
+their types: each group is rung like the unfiltered waiters (the board does not know the new
+job's type), and none of them covers a job for the unfiltered ones.
 
-An idle long-poll sleeps until the next waiting job it could take becomes visible, a bell
-rings, or SAFETY_RECHECK_S passes (in case a NOTIFY was lost: another process died between
-its commit and its NOTIFY). That reading is cached while no bell rings for its queues.
+Every wake-up is O(rung): per queue and group, the waiters not rung yet sit in an
+insertion-ordered dict and a bell pops them from its front; a rung waiter leaves every queue's
+dict at once. Idle counts, revocation (by token) and the checks below are kept per queue or
+per token, never found by walking all waiters.
+
+One path to the database for all waiters: the watcher. A single task per process asks the
+database, in one statement (``QueueWakeCheck``) for all the queues that have idle waiters,
+how many jobs each could hand out now and when its next delayed job becomes visible, and
+rings only that many waiters. It runs every SAFETY_RECHECK_S (the safety net for a NOTIFY
+lost when another process died between its commit and its NOTIFY: O(queues with waiters) per
+period, not O(waiters)), at a delayed job's visible time, BLOCKED_RECHECK_S after it saw jobs
+that a full ``max_running`` holds back (an ack frees a slot without ringing), and when a
+long-poll that found nothing is the first to wait on a queue it has not read lately (what it
+knows of delayed jobs may be old) or after a bell whose jobs it could not see (a count from
+another process, or none). What a reading finds may be of types the type-filtered waiters do
+not take, so it rings one waiter of each such group, counted for all the jobs (a full claim
+passes the rest on). Jobs delayed by at most DELAYED_WAKE_MAX_S also get a timer at enqueue
+that rings for them when they become visible.
+
+A long-poll does not even look when it need not: if an idle waiter that looked and was not
+rung since already waits on each of its queues (unfiltered, or with the same types), any job
+it could take would ring that waiter first, so the newcomer goes straight to sleep. A worker
+fleet re-polling after each timeout costs nothing then.
+
+A rung waiter that will not answer its bell (its worker hung up, its claim failed, it was rung
+during a claim that is returning, or its claim filled up from other queues) passes it on.
+Jobs that idle waiters here cover are not announced to other processes at all: a NOTIFY is a
+round trip.
 """
 
 from __future__ import annotations
@@ -25,10 +53,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import time
-from collections import Counter, defaultdict
+import logging
+import math
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Set
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -37,54 +65,70 @@ from jobq.store.db import Database
 from jobq.store.notify import Notifications, add_counts
 from jobq.store.queries import Q
 
-# An idle long-poll re-checks the table at least this often. It is a safety net, not the
-# mechanism: wake-ups come from bells and from the next delayed job's visible_at.
+log = logging.getLogger("jobq.wakeups")
+
+# The watcher reads every queue with idle waiters at least this often. A safety net, not the
+# mechanism: wake-ups come from bells, timers and the watcher's own readings.
 SAFETY_RECHECK_S = 5.0
-# A job visible now that the claim did not get is behind a full running cap or held by a
-# concurrent claimer: neither rings the bell when it frees up, so look again soon (not at
-# once: that would spin for the whole wait).
+# Jobs visible now that a full max_running holds back: nothing rings when a slot frees up, so
+# the watcher looks at that queue again this soon (not at once: that would spin).
 BLOCKED_RECHECK_S = 0.1
-# How long an idle long-poll trusts a reading of when the next waiting job becomes visible,
-# while no bell has rung for its queues; and how many such readings are kept.
+# A long-poll that found nothing and is the first to wait on a queue asks the watcher for a
+# reading when the last one is older than this (it may not know of a job delayed since).
 NEXT_VISIBLE_TTL_S = 1.0
+# Queues whose last reading is remembered; past this the table starts over (a new reading).
 NEXT_VISIBLE_KEEP = 10_000
 # Jobs delayed by at most this long get a timer that rings a bell when they become visible
-# (see Wakeups.jobs_added); later ones are found by the waiters' own readings and re-checks.
+# (see Wakeups.jobs_added); later ones are found by the watcher's readings.
 DELAYED_WAKE_MAX_S = 6.0
+# visible_at is the database's clock, "now" this process's: a job due within this much is
+# rung for at once (the database's clock may be ahead: it is visible there already), and
+# again by its timer if it was not yet.
+CLOCK_SLACK_S = 0.25
+# A reading schedules a look at a queue's next delayed job when it is due within this long;
+# later ones are seen by the periodic readings before then (twice the period: one is missed
+# at most).
+LOOKAHEAD_S = 2 * SAFETY_RECHECK_S
+# The most waiting jobs a reading counts per queue (it rings no more waiters than there are).
+CHECK_COUNT_MAX = 10_000
 # Queues whose generation is remembered; past this the table starts over (see Wakeups._wake).
 GENERATIONS_KEPT = 10_000
 
 T = TypeVar("T")
 # Bells by queue: how many new jobs (None: not known, wake everyone).
 Counts = Mapping[str, int | None]
+# Waiters are grouped by their type filter: None for none.
+Group = tuple[str, ...] | None
+# The group of a waiter filtered by types that are not known to the board (tests).
+_FILTERED: Group = ("",)
 
 
 class Waiter:
     """One long-poll's doorbell. ``limit`` is how many jobs its claim takes; a waiter with a
-    type filter may not want what was enqueued, so it counts for nothing and is always rung.
-    ``rung_for`` holds, per queue it was rung for, how many new jobs it was counted for
-    (``None``: unknown), so a claim that could not answer for them all knows what to pass on.
-    ``idle`` is true while it sleeps between claims. ``owner`` is the access token id the
-    long-poll runs under (None: none that can be revoked), for ``Wakeups.revoked``."""
+    type filter may not want what was enqueued, so it covers nothing for the unfiltered ones
+    (its ``group`` is its types). ``rung_for`` holds, per queue it was rung for, how many new
+    jobs it was counted for (``None``: unknown), so a claim that could not answer for them all
+    knows what to pass on. ``idle`` is true while it sleeps between claims. ``owner`` is the
+    access token id the long-poll runs under (None: none that can be revoked), for
+    ``Wakeups.revoked``. ``ready``: not rung yet, so in its queues' ring order."""
 
-    __slots__ = ("event", "limit", "filtered", "rung_for", "idle", "owner")
+    __slots__ = ("event", "limit", "filtered", "rung_for", "idle", "owner", "queues", "group", "ready")
 
-    def __init__(self, limit: int = 1, filtered: bool = False, owner: str | None = None) -> None:
+    def __init__(self, limit: int = 1, filtered: bool = False, owner: str | None = None,
+                 queues: tuple[str, ...] = (), group: Group = None) -> None:
         self.event = asyncio.Event()
         self.limit = max(limit, 1)
-        self.filtered = filtered
+        self.filtered = filtered or group is not None
+        self.group: Group = group if group is not None else (_FILTERED if filtered else None)
         self.rung_for: dict[str, int | None] = {}
         self.idle = False
         self.owner = owner
+        self.queues = queues
+        self.ready = False
 
     @property
     def rung(self) -> bool:
         return self.event.is_set()
-
-    def ring(self, queue: str | None = None, count: int | None = None) -> None:
-        if queue is not None:
-            self.rung_for[queue] = count
-        self.event.set()
 
     async def wait(self, timeout_s: float) -> bool:
         if timeout_s <= 0:
@@ -93,19 +137,20 @@ class Waiter:
             async with asyncio.timeout(timeout_s):
                 await self.event.wait()
         except TimeoutError:
-            return False
+            return self.event.is_set()
         return True
-
-
-@dataclass(frozen=True, slots=True)
-class NextVisible:
-    value: datetime | None
-    generations: tuple[int, ...]
-    read_at: float
 
 
 async def _never() -> bool:
     return False
+
+
+def _bump(counter: dict[T, int], key: T, delta: int) -> None:
+    n = counter.get(key, 0) + delta
+    if n:
+        counter[key] = n
+    else:
+        counter.pop(key, None)
 
 
 class Wakeups:
@@ -113,15 +158,32 @@ class Wakeups:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self.notifications = Notifications(db.url, heard=self._wake, missed=self._wake_all)
-        # Insertion-ordered, so the longest-waiting waiter is rung first.
-        self._waiters: dict[str, dict[Waiter, None]] = defaultdict(dict)
-        # Bumped by every bell for a queue: something there may have changed since a reading
-        # taken at an older generation (see _next_visible).
+        self.notifications = Notifications(db.url, heard=self._heard, missed=self._wake_all)
+        # Per queue, per group: the waiters not rung yet, insertion-ordered so that the
+        # longest waiting is rung first.
+        self._ready: dict[str, dict[Group, dict[Waiter, None]]] = {}
+        # Per queue: the claim limits of its ready waiters (what a reading counts up to).
+        self._ready_limits: dict[str, int] = {}
+        # Per queue: subscribed waiters; idle ones; and, per (queue, group), idle ones not
+        # rung since they went idle (a newcomer behind one of them need not look).
+        self._subscribed: dict[str, int] = {}
+        self._idle: dict[str, int] = {}
+        self._quiet: dict[tuple[str, Group], int] = {}
+        self._by_owner: dict[str, dict[Waiter, None]] = {}
+        self._all: dict[Waiter, None] = {}
+        # Bumped by every bell for a queue.
         self._generation: dict[str, int] = {}
         self._ticks = itertools.count(1)
-        # Readings of QueueNextVisible by (queues, types).
-        self._readings: dict[tuple[tuple[str, ...], tuple[str, ...] | None], NextVisible] = {}
+        # The watcher: when each queue is due a reading (loop time), when each was last read,
+        # the queues whose jobs a bell announced that a reading must look at, its wake-up
+        # call, and its task.
+        self._due: dict[str, float] = {}
+        self._read_at: dict[str, float] = {}
+        self._unseen: set[str] = set()
+        self._poke = asyncio.Event()
+        self._watcher: asyncio.Task[None] | None = None
+        # How many readings the watcher took (a probe for tests and the bench).
+        self.readings = 0
         # Set whenever a long-poll goes idle: what until_idle waits on.
         self._went_idle = asyncio.Event()
         # Set by drain(): the process is stopping, long-polls answer what they have now.
@@ -129,8 +191,14 @@ class Wakeups:
 
     async def start(self) -> None:
         await self.notifications.start()
+        self._watcher = asyncio.create_task(self._watch(), name="jobq-wakeups")
 
     async def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
         await self.notifications.stop()
 
     def drain(self) -> None:
@@ -143,9 +211,8 @@ class Wakeups:
         if self._draining:
             return
         self._draining = True
-        for bucket in list(self._waiters.values()):
-            for waiter in list(bucket):
-                waiter.event.set()  # no queue: rung for nothing, so nothing to pass on
+        for waiter in list(self._all):
+            self._ring(waiter)  # no queue: rung for nothing, so nothing to pass on
 
     @property
     def draining(self) -> bool:
@@ -166,7 +233,8 @@ class Wakeups:
     ) -> list[T]:
         """Run ``take`` (one claim of up to ``limit`` jobs from ``queues``) until it takes
         something or ``wait_s`` has passed, sleeping in between until a bell rings for these
-        queues or a waiting job becomes visible. Answers what the last ``take`` took.
+        queues. Answers what the last ``take`` took; a wait that ends with no bell answers
+        ``[]`` without another ``take``.
 
         ``gone`` tells whether the caller has hung up: a long-poll whose worker died must not
         go on to lease a job to nobody (it would sit out a whole lease and count as an expiry).
@@ -175,14 +243,22 @@ class Wakeups:
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
+        group: Group = tuple(sorted(set(types))) if types else None
         # The bells that woke us (queue -> jobs counted on us), to be answered by the next take.
         woken_for: dict[str, int | None] = {}
+        first = True
         while True:
             # Subscribe before looking, so a job enqueued between the look and the wait still
             # rings the bell.
-            with self._subscribe(queues, limit, filtered=bool(types), owner=owner) as waiter:
+            with self._subscribe(queues, limit, owner=owner, group=group) as waiter:
                 try:
-                    got = await take()
+                    if first and wait_s > 0 and not self._draining and self._behind_quiet(waiter):
+                        got: list[T] = []  # whatever it could take would ring one ahead first
+                        looked = False
+                    else:
+                        got = await take()
+                        looked = True
+                    first = False
                     remaining = deadline - loop.time()
                     if got or remaining <= 0 or self._draining:
                         # Bells that rang during this take may be for jobs it did not see; a
@@ -195,17 +271,16 @@ class Wakeups:
                             unanswered = {q: n for q, n in unanswered.items() if n is None or n > 0}
                         self._pass_on(waiter, _merged(waiter.rung_for, unanswered))
                         return got
-                    sleep = min(remaining, SAFETY_RECHECK_S)
-                    nxt = await self._next_visible(queues, types)
-                    if nxt is not None:
-                        until = (nxt - datetime.now(nxt.tzinfo)).total_seconds()
-                        sleep = min(sleep, until + 0.001 if until > 0 else BLOCKED_RECHECK_S)
-                    waiter.idle = True
+                    if looked and not waiter.rung:
+                        self._looked(waiter)
+                    self._set_idle(waiter, True)
                     self._went_idle.set()
                     try:
-                        await waiter.wait(sleep)
+                        rung = await waiter.wait(remaining)
                     finally:
-                        waiter.idle = False
+                        self._set_idle(waiter, False)
+                    if not rung:
+                        return []  # nothing rang: there is nothing to look for
                     hung_up = await gone()
                     woken_for = dict(waiter.rung_for)  # after gone(): a bell may ring meanwhile
                     if hung_up or self._draining:
@@ -229,6 +304,8 @@ class Wakeups:
         items = counts.items() if isinstance(counts, Mapping) else ((q, None) for q in counts)
         rest: dict[str, int | None] = {}
         for q, n in items:
+            if n is None:
+                self._mark_unseen(q)  # what became claimable is not known: read it again
             left = self._wake(q, n)
             if left != 0:
                 rest[q] = add_counts(rest.get(q, 0), left)
@@ -236,45 +313,51 @@ class Wakeups:
             self.notifications.send(rest)
 
     def jobs_added(self, jobs: Iterable[tuple[str, datetime]]) -> None:
-        """New jobs were committed, as ``(queue, visible_at)``: ring for each (a waiter rung
-        for a delayed job re-reads when the next job becomes visible), and set a timer for
-        those due within DELAYED_WAKE_MAX_S. The first bell reached only the waiters counted
-        for these jobs; if those leave before the jobs are due (their wait ends, they take
-        other work), the others would learn of them only at their next re-check, up to
-        SAFETY_RECHECK_S late."""
+        """New jobs were committed, as ``(queue, visible_at)``: ring for those visible now;
+        set a timer for those due within DELAYED_WAKE_MAX_S, whose bell goes out (here, and
+        to other processes for what waiters here do not cover) when they become visible;
+        and have the watcher look when a later one is due, if it is soon."""
         now = datetime.now(UTC)
-        added: Counter[str] = Counter()
+        visible: Counter[str] = Counter()
         due: dict[str, tuple[datetime, int]] = {}
+        later: dict[str, datetime] = {}
         for queue, at in jobs:
-            added[queue] += 1
-            if at > now and (at - now).total_seconds() <= DELAYED_WAKE_MAX_S:
+            if (at - now).total_seconds() <= CLOCK_SLACK_S:
+                visible[queue] += 1
+            if at <= now:
+                continue
+            if (at - now).total_seconds() <= DELAYED_WAKE_MAX_S:
                 first, n = due.get(queue, (at, 0))
                 due[queue] = (min(first, at), n + 1)
-        self.publish(added)
-        if not due:
+            elif (at - now).total_seconds() <= LOOKAHEAD_S:  # later ones: the rounds see them
+                later[queue] = min(later.get(queue, at), at)
+        if visible:
+            self.publish(visible)
+        if not due and not later:
             return
         loop = asyncio.get_running_loop()
         for queue, (at, n) in due.items():
             loop.call_later((at - now).total_seconds() + 0.001, self.publish, {queue: n})
+        for queue, at in later.items():
+            self._look_at(queue, loop.time() + (at - now).total_seconds() + 0.001)
 
     def revoked(self, owners: Set[str]) -> None:
         """Access tokens were revoked: wake the long-polls waiting under them, so they end
         (their claim checks the token) within the token table's refresh, not at the end of
         their wait. Rung for no queue: a bell that comes after is passed over to others,
         and the ones they were rung for before are passed on when they leave."""
-        for bucket in list(self._waiters.values()):
-            for waiter in bucket:
-                if waiter.owner is not None and waiter.owner in owners:
-                    waiter.ring()
+        for owner in owners:
+            for waiter in list(self._by_owner.get(owner, ())):
+                self._ring(waiter)
 
     # ------------------------------------------------------------------------ probes
 
     def has_waiters(self, queue: str) -> bool:
-        return bool(self._waiters.get(queue))
+        return queue in self._subscribed
 
     def idle(self, queue: str) -> int:
         """How many long-polls on ``queue`` are sleeping between claims."""
-        return sum(1 for w in self._waiters.get(queue, ()) if w.idle)
+        return self._idle.get(queue, 0)
 
     async def until_idle(self, queue: str, n: int = 1) -> None:
         """Return once ``n`` long-polls on ``queue`` sleep between claims: a test's way to
@@ -290,76 +373,213 @@ class Wakeups:
 
     @contextlib.contextmanager
     def _subscribe(self, queues: Iterable[str], limit: int = 1, filtered: bool = False,
-                   owner: str | None = None) -> Iterator[Waiter]:
-        waiter = Waiter(limit, filtered, owner)
-        names = list(queues)
+                   owner: str | None = None, group: Group = None) -> Iterator[Waiter]:
+        names = tuple(dict.fromkeys(queues))
+        waiter = Waiter(limit, filtered, owner, names, group)
         for q in names:
-            self._waiters[q][waiter] = None
+            self._ready.setdefault(q, {}).setdefault(waiter.group, {})[waiter] = None
+            _bump(self._ready_limits, q, waiter.limit)
+            _bump(self._subscribed, q, 1)
+        waiter.ready = True
+        self._all[waiter] = None
+        if owner is not None:
+            self._by_owner.setdefault(owner, {})[waiter] = None
         try:
             yield waiter
         finally:
+            self._set_idle(waiter, False)
+            self._unready(waiter)
             for q in names:
-                bucket = self._waiters.get(q)
-                if bucket is not None:
-                    bucket.pop(waiter, None)
-                    if not bucket:
-                        del self._waiters[q]
+                _bump(self._subscribed, q, -1)
+            self._all.pop(waiter, None)
+            if owner is not None:
+                mine = self._by_owner.get(owner)
+                if mine is not None:
+                    mine.pop(waiter, None)
+                    if not mine:
+                        del self._by_owner[owner]
 
-    def _wake(self, queue: str, count: int | None = 1) -> int | None:
+    def _unready(self, waiter: Waiter) -> None:
+        """Take a waiter out of its queues' ring order (it was rung, or it leaves)."""
+        if not waiter.ready:
+            return
+        waiter.ready = False
+        for q in waiter.queues:
+            groups = self._ready.get(q)
+            if groups is not None:
+                members = groups.get(waiter.group)
+                if members is not None:
+                    members.pop(waiter, None)
+                    if not members:
+                        del groups[waiter.group]
+                if not groups:
+                    del self._ready[q]
+            _bump(self._ready_limits, q, -waiter.limit)
+            if waiter.idle:
+                _bump(self._quiet, (q, waiter.group), -1)
+
+    def _set_idle(self, waiter: Waiter, idle: bool) -> None:
+        if waiter.idle == idle:
+            return
+        waiter.idle = idle
+        delta = 1 if idle else -1
+        for q in waiter.queues:
+            _bump(self._idle, q, delta)
+            if waiter.ready:
+                _bump(self._quiet, (q, waiter.group), delta)
+
+    def _ring(self, waiter: Waiter, queue: str | None = None, count: int | None = None) -> None:
+        if queue is not None:
+            waiter.rung_for[queue] = count
+        self._unready(waiter)
+        waiter.event.set()
+
+    def _behind_quiet(self, waiter: Waiter) -> bool:
+        """Whether each of its queues has an idle waiter that looked (or was itself behind
+        one) and was not rung since, unfiltered or of the same types: a job this one could
+        take would ring that one first, so looking would find nothing."""
+        return all(self._quiet.get((q, None), 0) > 0
+                   or (waiter.group is not None and self._quiet.get((q, waiter.group), 0) > 0)
+                   for q in waiter.queues)
+
+    def _wake(self, queue: str, count: int | None = 1, scout: bool = False) -> int | None:
         """Ring this process's waiters on ``queue`` for ``count`` new jobs (``None``: all);
         returns how many of them no idle waiter here covers (``None``: maybe all).
 
-        Waiters already rung are passed over: they will look anyway, and counting them would
-        leave the new jobs to wait for a chain of full claims."""
+        Waiters already rung are not in the ring order: they will look anyway, and counting
+        them would leave the new jobs to wait for a chain of full claims.
+
+        ``scout``: the jobs were found by a reading, not just made, and may be of types that
+        the type-filtered waiters do not take (why they still wait): ring one of each such
+        group, counted for all of them, so that a full claim passes the rest on and one that
+        finds nothing costs one claim, not one per job."""
         if len(self._generation) >= GENERATIONS_KEPT and queue not in self._generation:
             # Queue names come from clients. Forgetting is safe: generations only grow (a
-            # process-wide counter), so a forgotten queue's next one matches no old reading.
+            # process-wide counter), so a forgotten queue's next one is newer than any before.
             self._generation.clear()
         self._generation[queue] = next(self._ticks)
         wanted = count
-        for waiter in list(self._waiters.get(queue, ())):
-            if waiter.rung:
-                continue
-            if waiter.filtered or wanted is None:
-                waiter.ring(queue, None)
-            elif wanted > 0:
-                waiter.ring(queue, min(wanted, waiter.limit))
-                wanted -= waiter.limit
+        groups = self._ready.get(queue)
+        if groups:
+            for group, members in list(groups.items()):
+                want = count
+                if scout and group is not None and count is not None:
+                    self._ring(next(iter(members)), queue, count)
+                    continue
+                while members and (want is None or want > 0):
+                    waiter = next(iter(members))
+                    self._ring(waiter, queue, None if want is None else min(want, waiter.limit))
+                    if want is not None:
+                        want -= waiter.limit
+                if group is None:
+                    wanted = want
         return None if wanted is None else max(wanted, 0)
 
+    def _heard(self, queue: str, count: int | None) -> None:
+        """A bell from another process: its jobs may be delayed ones, which the waiters it
+        rings do not see; the watcher reads the queue if they find nothing."""
+        self._mark_unseen(queue)
+        self._wake(queue, count)
+
+    def _mark_unseen(self, queue: str) -> None:
+        if len(self._unseen) >= NEXT_VISIBLE_KEEP:  # names come from clients: keep it bounded
+            self._unseen.clear()  # what is forgotten, the next safety round reads
+        self._unseen.add(queue)
+
     def _wake_all(self) -> None:
-        """Notifications may have been missed (the listening connection was away): every
-        waiter re-checks."""
-        for q in list(self._waiters):
-            self._wake(q, None)
+        """Notifications may have been missed (the listening connection was away, or another
+        process greeted us): one waiter per queue looks at once, and the watcher reads every
+        queue with waiters and rings as many as there are jobs."""
+        loop_time = _loop_time()
+        for q in list(self._ready):
+            self._mark_unseen(q)
+            self._wake(q, 1)
+            if loop_time is not None:
+                self._look_at(q, loop_time)
 
     def _pass_on(self, waiter: Waiter, owed: dict[str, int | None]) -> None:
         """Hand the jobs of bells this claim will not answer to other waiters (here or, through
         NOTIFY, in another process): as many as we were counted for (``None``: everyone)."""
         if owed:
-            waiter.ring()  # marks it rung, so the bell goes to someone else
+            self._ring(waiter)  # out of the ring order, so the bell goes to someone else
             self.publish(owed)
 
-    async def _next_visible(self, queues: list[str], types: list[str] | None) -> datetime | None:
-        """When the next waiting job this long-poll could take becomes visible (None: no job).
+    # ------------------------------------------------------------------------ the watcher
 
-        Every idle re-poll of a busy worker used to ask the database (a query per job in a
-        one-job-per-call workload). A reading stands for NEXT_VISIBLE_TTL_S while no bell rings
-        for these queues and its time is still ahead: new jobs, retries, expiries and unpausing
-        all ring a bell here or, through NOTIFY, in the process that changed them."""
-        key = (tuple(queues), tuple(types) if types else None)
-        generations = tuple(self.generation(q) for q in queues)
-        now = time.monotonic()
-        hit = self._readings.get(key)
-        if (hit is not None and hit.generations == generations and now - hit.read_at < NEXT_VISIBLE_TTL_S
-                and (hit.value is None or hit.value > datetime.now(hit.value.tzinfo))):
-            return hit.value
-        row = await self._db.fetch_one(Q.QueueNextVisible, {"queues": queues, "types": types})
-        value: datetime | None = records.scalar(row)
-        if len(self._readings) >= NEXT_VISIBLE_KEEP:  # keys come from clients: keep it bounded
-            self._readings.clear()
-        self._readings[key] = NextVisible(value, generations, now)
-        return value
+    def _looked(self, waiter: Waiter) -> None:
+        """A take found nothing and the waiter is about to sleep: have the watcher read a
+        queue now if what it knows of that queue may be old (nobody waited there lately) or a
+        bell announced jobs a take cannot see yet (from another process, or not counted)."""
+        now = asyncio.get_running_loop().time()
+        for q in waiter.queues:
+            if q in self._unseen or (self._idle.get(q, 0) == 0
+                                     and self._read_at.get(q, -math.inf) < now - NEXT_VISIBLE_TTL_S):
+                self._unseen.discard(q)
+                self._look_at(q, now)
+
+    def _look_at(self, queue: str, at: float) -> None:
+        """Have the watcher read ``queue`` at loop time ``at`` (or earlier)."""
+        if at < self._due.get(queue, math.inf):
+            self._due[queue] = at
+            self._poke.set()
+
+    async def _watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_round = loop.time() + SAFETY_RECHECK_S
+        while True:
+            now = loop.time()
+            soonest = min(next_round, min(self._due.values(), default=math.inf))
+            if soonest > now:
+                self._poke.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(soonest - now):
+                        await self._poke.wait()
+                continue
+            queues = {q for q, at in self._due.items() if at <= now}
+            for q in queues:
+                del self._due[q]
+            if next_round <= now:
+                queues.update(self._ready)
+                next_round = now + SAFETY_RECHECK_S
+            # Only where somebody waits: the others will ask when they look.
+            names = sorted(q for q in queues if q in self._ready)
+            if not names:
+                continue
+            try:
+                await self.read(names)
+            except Exception as exc:  # the database is away: the next round tries again
+                log.warning("long-poll wake check failed: %s", exc)
+
+    async def read(self, queues: list[str]) -> None:
+        """One reading of ``queues``: ring as many of their waiters as jobs could be claimed
+        now, and look again when the next delayed job is due or a full max_running holds
+        visible jobs back."""
+        caps = [min(max(self._ready_limits.get(q, 0), 1), CHECK_COUNT_MAX) for q in queues]
+        rows = await self._db.fetch(Q.QueueWakeCheck, {"queues": queues, "caps": caps})
+        self.readings += 1
+        loop = asyncio.get_running_loop()
+        now, wall = loop.time(), datetime.now(UTC)
+        if len(self._read_at) >= NEXT_VISIBLE_KEEP:  # keys come from clients: keep it bounded
+            self._read_at.clear()
+        for q in queues:
+            self._read_at[q] = now
+        for row in rows:
+            queue, ready, visible, nxt = records.wake_reading(row)
+            if ready > 0:
+                self._wake(queue, ready, scout=True)
+            elif visible > 0:
+                self._look_at(queue, now + BLOCKED_RECHECK_S)
+            if nxt is not None:
+                until = (nxt - wall).total_seconds()
+                if until <= LOOKAHEAD_S:
+                    self._look_at(queue, now + max(until, 0.0) + 0.001)
+
+
+def _loop_time() -> float | None:
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:  # called outside a loop (a test driving the board by hand)
+        return None
 
 
 def _merged(a: dict[str, int | None], b: dict[str, int | None]) -> dict[str, int | None]:

@@ -161,19 +161,6 @@ SELECT q.max_running - coalesce((SELECT sum(c.n) FROM job_counts c
 -- Serialise claims on one max_running-capped queue until commit, so the cap holds across replicas.
 SELECT pg_advisory_xact_lock(hashtextextended('jobq.claim:' || %(queue)s, 0));
 
--- name: QueueNextVisible
--- When the next waiting job this long-poll could take (unpaused queues, its types) becomes visible, so it knows how long to sleep (from jobs_waiting_idx).
--- "attempt >= 0" is always true; stated here and in the index's predicate (migration 0011) so
--- that this index serves these reads and no claim can take it, whatever the statistics.
-SELECT min(v) AS next_visible_at FROM (
-    SELECT (SELECT j.visible_at FROM jobs j
-             WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
-               AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
-             ORDER BY j.visible_at LIMIT 1) AS v
-      FROM queues q
-     WHERE q.name = ANY(%(queues)s::text[]) AND NOT q.paused
-) AS nv;
-
 -- name: LeaseHeartbeat
 -- Extend a lease that is still held and not yet past its end.
 -- Here and below, %(scope)s is the caller's queue pattern as a regular expression (NULL: every queue).
@@ -320,7 +307,8 @@ HAVING sum(n) <> 0;
 
 -- name: QueueOldestWaiting
 -- Lag of the oldest job claimable now, per queue, in ms (from jobs_waiting_idx); a paused queue has none claimable. Counted from year 1 at the earliest, as jobs are read (store.db): an older visible_at, -infinity included, written outside the API, must not fail the queue's listing.
--- "attempt >= 0": see QueueNextVisible.
+-- "attempt >= 0" is always true; stated here and in the index's predicate (migration 0011) so
+-- that this index serves these reads and no claim can take it, whatever the statistics.
 SELECT q.name AS queue,
        (SELECT (extract(epoch FROM now() - greatest(j.visible_at, '0001-01-01 00:00:00+00')) * 1000)::bigint
           FROM jobs j
@@ -592,8 +580,8 @@ HAVING sum(n) <> 0;
 SELECT q.name AS queue,
        (SELECT (extract(epoch FROM now() - greatest(j.visible_at, '0001-01-01 00:00:00+00')) * 1000)::bigint
           FROM jobs j
-         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
-           AND NOT q.paused
+         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
+           AND j.visible_at <= now() AND NOT q.paused
          ORDER BY j.visible_at LIMIT 1) AS oldest_waiting_ms
   FROM queues q
  WHERE q.name = ANY(%(queues)s::text[]);
@@ -621,8 +609,8 @@ HAVING sum(c.n) <> 0;
 SELECT s.name AS queue,
        max((SELECT (extract(epoch FROM now() - greatest(j.visible_at, '0001-01-01 00:00:00+00')) * 1000)::bigint
               FROM jobs j
-             WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
-               AND NOT q.paused
+             WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
+               AND j.visible_at <= now() AND NOT q.paused
              ORDER BY j.visible_at LIMIT 1)) AS oldest_waiting_ms
   FROM queues q
   LEFT JOIN unnest(%(shown)s::text[]) AS s(name) ON s.name = q.name
@@ -697,3 +685,25 @@ SELECT s.relname AS name, s.n_live_tup, s.n_dead_tup, s.n_mod_since_analyze,
   JOIN pg_class c ON c.oid = s.relid
  WHERE s.relid IN (SELECT to_regclass(t) FROM unnest(%(tables)s::text[]) AS t)
  ORDER BY s.relname;
+
+-- name: QueueWakeCheck
+-- For the queues idle long-polls wait on, one row per unpaused queue: how many waiting jobs a claim could take now (counted up to its cap, within max_running), how many are visible now, and when the next delayed one becomes visible (jobs_waiting_idx).
+-- "attempt >= 0" (always true) is what lets these reads use jobs_waiting_idx (see QueueOldestWaiting).
+SELECT q.name AS queue,
+       CASE WHEN q.max_running IS NULL THEN v.visible
+            ELSE least(v.visible, greatest(q.max_running - coalesce(
+                   (SELECT sum(c.n) FROM job_counts c WHERE c.queue = q.name AND c.status = 'running'), 0), 0))
+       END AS ready,
+       v.visible,
+       (SELECT j.visible_at FROM jobs j
+         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
+           AND j.visible_at > now()
+         ORDER BY j.visible_at LIMIT 1) AS next_visible_at
+  FROM unnest(%(queues)s::text[], %(caps)s::int[]) AS w(name, cap)
+  JOIN queues q ON q.name = w.name AND NOT q.paused
+  CROSS JOIN LATERAL (
+        SELECT count(*) AS visible FROM (
+              SELECT 1 FROM jobs j
+               WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
+                 AND j.visible_at <= now()
+               LIMIT w.cap) s) v;

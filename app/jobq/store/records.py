@@ -350,3 +350,17 @@ class TableUpkeep(NamedTuple):
 def table_upkeep(row: Row) -> TableUpkeep:
     return TableUpkeep(row["name"], row["n_live_tup"], row["n_dead_tup"], row["n_mod_since_analyze"],
                        row["analyzed_at"], row["vacuumed_at"], row["autovacuum"])
+
+
+class WakeReading(NamedTuple):
+    """One queue of a QueueWakeCheck: jobs claimable now, visible now, and the next delayed
+    one's visible time."""
+
+    queue: str
+    ready: int
+    visible: int
+    next_visible_at: datetime | None
+
+
+def wake_reading(row: Row) -> WakeReading:
+    return WakeReading(row["queue"], int(row["ready"]), int(row["visible"]), row["next_visible_at"])
