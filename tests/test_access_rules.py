@@ -121,7 +121,8 @@ class World:
         """Everything a call could change: jobs, queues and tokens, as text."""
         with psycopg.connect(self.database_url) as conn:
             return [[row[0] for row in conn.execute(sql).fetchall()] for sql in (
-                "SELECT j::text FROM jobs j ORDER BY id",
+                "SELECT j::text FROM jobs_all j ORDER BY id",
+                "SELECT k::text FROM job_keys k ORDER BY queue, idempotency_key",
                 "SELECT q::text FROM queues q ORDER BY name",
                 "SELECT t::text FROM tokens t ORDER BY id",
                 "SELECT s::text FROM schedules s ORDER BY name",

@@ -56,6 +56,14 @@ class Settings(BaseSettings):
         description="a connection that has not sent a whole request line and headers this long "
         "after opening (or after its request's first byte) is closed (408 if part came)",
     )
+    history_partition_s: int = Field(
+        default=86_400,
+        ge=1,
+        le=31 * 86_400,
+        description="width of one partition of the finished jobs' history, in seconds: a "
+        "finished job is deleted when its partition's range has passed, up to this long after "
+        "its retention; fewer, wider partitions make lookups by id cheaper (README, Operating)",
+    )
     admin_token: str | None = None
     log_format: Literal["json", "text"] = "text"
     log_level: str = "INFO"
