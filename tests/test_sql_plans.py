@@ -160,7 +160,7 @@ EXEMPT = {
 # {part}, run by the duties leader a few times a partition width, never per request. A
 # partition's drop reads it whole, once, detached.
 EXEMPT.update({name: "history upkeep on one named partition (DDL)" for name in (
-    "HistoryDefaultHolds", "HistoryLockAll", "HistoryPartitionNew", "HistoryDefaultTake",
+    "HistoryDefaultHolds", "HistoryLockAll", "HistoryLockWrites", "HistoryPartitionNew", "HistoryDefaultTake",
     "HistoryPartitionAttach", "HistoryPartitionDetach", "HistoryPartitionUncount",
     "HistoryPartitionUnkey", "HistoryPartitionDrop")})
 EXEMPT["HistorySizes"] = "reads the catalog's sizes of jobq's tables (a few hundred catalog pages), for operators"

@@ -768,6 +768,10 @@ SELECT EXISTS (SELECT 1 FROM jobs_history_default WHERE expires_at >= {lo} AND e
 -- Before rows move from the DEFAULT partition to a new one: no statement reads or writes jobs_history until commit.
 LOCK TABLE jobs_history IN ACCESS EXCLUSIVE MODE;
 
+-- name: HistoryLockWrites
+-- Before a partition is attached: no statement writes jobs_history until commit (reads go on), so no insert routes a row by the partitions it saw before the ATTACH.
+LOCK TABLE jobs_history IN SHARE MODE;
+
 -- name: HistoryDefaultTake
 -- Rows of the DEFAULT partition that the new partition's range takes, moved into it before it is attached (partition to partition: the counters do not change, and no trigger fires).
 WITH moved AS (

@@ -124,8 +124,9 @@ jobs = Table(
 
 def _job_columns() -> list[Column[Any]]:
     """The columns of ``jobs`` again, for ``jobs_history`` (same names, types and order; no
-    identity: a job keeps its id when it moves)."""
-    return [Column(c.name, c.type, nullable=c.nullable, server_default=c.server_default)
+    identity: a job keeps its id when it moves; no default status: a finished one is given)."""
+    return [Column(c.name, c.type, nullable=c.nullable,
+                   server_default=None if c.name == "status" else c.server_default)
             for c in jobs.columns if c.name != "id"]
 
 
