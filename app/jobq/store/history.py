@@ -20,6 +20,7 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 
+from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store.db import Database
 from jobq.store.queries import Q
 
@@ -27,6 +28,10 @@ PARTITION = re.compile(r"^jobs_history_p(\d+)_(\d+)$")
 # Most partitions made ahead of now (with daily ones: 64 days, past the default 30-day
 # dead_retention_ms). Each one costs every lookup by id one index probe.
 AHEAD_MAX = 64
+# Queues spring into existence with the default retentions: partitions for those exist ahead
+# even before any queue does, so that a new queue's finished jobs need no partition made (nor
+# moved out of the DEFAULT partition) later.
+DEFAULT_HORIZON_MS = max(QUEUE_DEFAULTS.retention_ms, QUEUE_DEFAULTS.dead_retention_ms)
 # A DDL step waits at most this long for its lock before trying again next round.
 LOCK_TIMEOUT = "1s"
 # Counting a day's partition before its drop reads all of it: more than a request's deadline.
@@ -69,7 +74,7 @@ async def partitions(db: Database) -> list[Partition]:
 
 async def _horizon(db: Database) -> tuple[float, int]:
     """The database's now and the longest retention of any queue, in seconds."""
-    row = await db.fetch_one(Q.HistoryHorizon)
+    row = await db.fetch_one(Q.HistoryHorizon, {"default_ms": DEFAULT_HORIZON_MS})
     assert row is not None
     return float(row["now_s"]), int(row["ms"]) // 1000
 

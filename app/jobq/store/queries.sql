@@ -751,8 +751,8 @@ SELECT c.relname::text AS name
  ORDER BY 1;
 
 -- name: HistoryHorizon
--- The longest retention of any queue, in ms (how far ahead expiries can fall), and the database's time, in epoch seconds.
-SELECT coalesce(max(greatest(retention_ms, dead_retention_ms)), 0)::bigint AS ms,
+-- The longest retention of any queue, or of a queue made now with the defaults (%(default_ms)s), in ms: how far ahead expiries can fall; and the database's time, in epoch seconds.
+SELECT greatest(max(greatest(retention_ms, dead_retention_ms)), %(default_ms)s::bigint) AS ms,
        extract(epoch FROM now())::float8 AS now_s
   FROM queues;
 
