@@ -61,10 +61,11 @@ async def narrow(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIte
 async def test_finished_jobs_leave_the_hot_table_and_every_read_still_finds_them(
         client: httpx.AsyncClient, database_url: str) -> None:
     q = "moves"
-    await patch_queue(client, q, max_attempts=1, lease_ms=100)
+    await patch_queue(client, q, max_attempts=1)
     done, batch_done, dead, reaped, waiting, running, live = [
         await enqueue(client, f"t{i}", queue=q) for i in range(7)]
-    leases = {le["job"]["id"]: le for le in await claim(client, q, limit=5, types=["t0", "t1", "t2", "t3", "t5"])}
+    leases = {le["job"]["id"]: le for le in await claim(client, q, limit=4, types=["t0", "t1", "t2", "t5"])}
+    assert len(await claim(client, q, types=["t3"], lease_ms=100)) == 1  # to expire, out of attempts
     r = await client.post(f"/v1/leases/{leases[done['id']]['lease_id']}/ack", json={"result": {"ok": 1}})
     assert r.status_code == 200 and r.json()["status"] == "completed", r.text
     r = await client.post("/v1/leases/ack", json={"acks": [
@@ -309,6 +310,63 @@ def test_the_migration_moves_finished_jobs_and_its_downgrade_moves_them_back(dat
                                "HAVING sum(n) <> 0 ORDER BY 1, 2").fetchall()
         assert counted == before[1]
         assert conn.execute("SELECT jobq.enqueue('m', 't', idempotency_key => 'k2')").fetchone() == (before[0][1][0],)
+        # A partition detached for its drop, the drop not run (the leader died between).
+        conn.execute("CREATE TABLE jobs_history_p1_2 (LIKE jobs_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+        conn.execute("ALTER TABLE jobs_history ATTACH PARTITION jobs_history_p1_2 "
+                     "FOR VALUES FROM (to_timestamp(1)) TO (to_timestamp(2))")
+        conn.execute("INSERT INTO jobs_history (id, queue, type, status, max_attempts, completed_at, expires_at) "
+                     "VALUES (99, 'm', 't', 'completed', 3, to_timestamp(1), to_timestamp(1))")
+        conn.execute("ALTER TABLE jobs_history DETACH PARTITION jobs_history_p1_2")
+        conn.commit()
     _migrate(database_url, "0009", down=True)
     assert _state(database_url) == before
     _migrate(database_url, "head")
+
+
+async def test_jobs_finished_before_their_partition_exists_move_into_it_and_stay_readable(
+        narrow: FastAPI, database_url: str) -> None:
+    """A finish never waits for a partition: before the leader made one (as right after the
+    migration), the job goes to the DEFAULT partition, and the partition made later takes
+    it, with the counters unchanged and every read still finding it."""
+    ctx = narrow.state.ctx
+    async with client_of(narrow) as c:
+        q = "early"
+        await patch_queue(c, q, retention_ms=30_000)
+        done = await enqueue(c, "t", queue=q, idempotency_key="e")
+        lease = (await claim(c, q))[0]
+        assert (await c.post(f"/v1/leases/{lease['lease_id']}/ack", json={"result": 7})).status_code == 200
+        where = "SELECT tableoid::regclass::text FROM jobs_history WHERE id = %s"
+        assert await rows(database_url, where, (int(done["id"]),)) == [("jobs_history_default",)]
+        counted = await counts(c, q)
+        await duties.delete_expired(ctx)  # one-second partitions, 64 ahead: 30 s is among them
+        ((table,),) = await rows(database_url, where, (int(done["id"]),))
+        assert table.startswith("jobs_history_p"), table
+        assert await counts(c, q) == counted
+        await counters_match_rows(database_url)
+        assert (await c.get(f"/v1/jobs/{done['id']}")).json()["result"] == 7
+        r = await c.post("/v1/jobs", json={"type": "t", "queue": q, "idempotency_key": "e"})
+        assert r.status_code == 200 and r.json()["id"] == done["id"]
+
+
+async def test_a_partition_detached_but_not_dropped_is_dropped_at_the_next_round(
+        narrow: FastAPI, database_url: str) -> None:
+    """The drop is two transactions (detach, then counters, keys and drop together): when
+    the leader dies between them, the next round finishes the drop."""
+    ctx = narrow.state.ctx
+    async with client_of(narrow) as c:
+        await patch_queue(c, "left", retention_ms=0)
+        for statement in (
+                "CREATE TABLE jobs_history_p1_2 (LIKE jobs_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS)",
+                "ALTER TABLE jobs_history ATTACH PARTITION jobs_history_p1_2 "
+                "FOR VALUES FROM (to_timestamp(1)) TO (to_timestamp(2))",
+                "INSERT INTO job_keys VALUES ('left', 'k', 99)",
+                "INSERT INTO jobs_history (id, queue, type, status, max_attempts, idempotency_key, completed_at, "
+                "expires_at) VALUES (99, 'left', 't', 'completed', 3, 'k', to_timestamp(1), to_timestamp(1))",
+                "ALTER TABLE jobs_history DETACH PARTITION jobs_history_p1_2"):
+            await rows(database_url, statement)
+        assert (await counts(c, "left"))["completed"] == 1  # still counted, no longer read
+        assert await duties.delete_expired(ctx) == 1
+        assert (await counts(c, "left"))["completed"] == 0
+        assert await rows(database_url, "SELECT to_regclass('jobs_history_p1_2') IS NULL, count(*) FROM job_keys") \
+            == [(True, 0)]
+        await counters_match_rows(database_url)

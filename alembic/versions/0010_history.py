@@ -134,6 +134,22 @@ CREATE VIEW jobs_all AS
 
 DOWNGRADE = r"""
 DROP VIEW IF EXISTS jobs_all;
+-- A partition detached for its drop, whose drop did not run (the leader died in between):
+-- its jobs had expired; out of the counters, then gone.
+DO $do$
+DECLARE
+    t text;
+BEGIN
+    FOR t IN SELECT c.relname FROM pg_class c
+              WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'
+                AND NOT c.relispartition AND c.relname ~ '^jobs_history_p[0-9]+_[0-9]+$' LOOP
+        EXECUTE format('INSERT INTO job_counts AS c (queue, status, type, shard, n) '
+                       'SELECT queue, status, type, 0, -count(*) FROM %I GROUP BY 1, 2, 3 '
+                       'ON CONFLICT (queue, status, type, shard) DO UPDATE SET n = c.n + excluded.n', t);
+        EXECUTE format('DROP TABLE %I', t);
+    END LOOP;
+END
+$do$;
 WITH moved AS (DELETE FROM jobs_history RETURNING {cols})
 INSERT INTO jobs ({cols}) SELECT {cols} FROM moved;
 CREATE UNIQUE INDEX jobs_idempotency_key_idx ON jobs (queue, idempotency_key)
