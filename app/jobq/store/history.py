@@ -14,11 +14,15 @@ wait behind it) gives up and is tried again at the next round instead.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import psycopg.errors
 from psycopg import sql
+from psycopg.rows import dict_row
 
 from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store.db import Database
@@ -86,12 +90,25 @@ def _fill(template: str, name: str, lo: int | None = None, hi: int | None = None
     return sql.SQL(template).format(part=sql.Identifier(name), lo=at(lo), hi=at(hi))  # type: ignore[arg-type]
 
 
-async def _step(db: Database, *statements: sql.Composed) -> list[dict[str, object]] | None:
+@asynccontextmanager
+async def _own_connection(db: Database) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """A connection of the upkeep's own for its DDL, outside the pool: a round's steps (one
+    per partition, 32 at a first start with the defaults) then take no connection a request
+    could use, and leave the pool's sessions as the requests left them."""
+    conn = await psycopg.AsyncConnection.connect(db.url, autocommit=True, row_factory=dict_row,
+                                                 application_name="jobq-history")
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def _step(conn: psycopg.AsyncConnection[Any], *statements: sql.Composed) -> list[dict[str, Any]] | None:
     """Run statements in one transaction with the upkeep's timeouts; the rows of the last one
     that returns rows, or None when a lock was not granted in time (try again next round)."""
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     try:
-        async with db.pool.connection() as conn, conn.transaction():
+        async with conn.transaction():
             await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
             await conn.execute(f"SET LOCAL statement_timeout = '{STATEMENT_TIMEOUT}'")
             for statement in statements:
@@ -113,22 +130,25 @@ async def drop_expired(db: Database) -> tuple[int, int]:
     partition). Between the two, the counters still hold the detached jobs; a second step
     that did not run (the leader died) runs at the next round."""
     now, _ = await _horizon(db)
-    for p in await partitions(db):
-        if p.hi > now:
-            break
-        await _step(db, _fill(Q.HistoryPartitionDetach, p.name))
+    expired = [p for p in await partitions(db) if p.hi <= now]
+    detached = [str(row["name"]) for row in await db.fetch(Q.HistoryDetached)]
+    if not expired and not detached:
+        return 0, 0
     dropped = jobs = 0
-    for row in await db.fetch(Q.HistoryDetached):
-        name = str(row["name"])
-        m = PARTITION.match(name)
-        if m is None or int(m[2]) > now:
-            continue
-        counted = await _step(db, _fill(Q.HistoryPartitionUnkey, name),
-                              _fill(Q.HistoryPartitionUncount, name),
-                              _fill(Q.HistoryPartitionDrop, name))
-        if counted is not None:
-            dropped += 1
-            jobs += int(counted[0]["jobs"]) if counted else 0  # type: ignore[call-overload]
+    async with _own_connection(db) as conn:
+        for p in expired:
+            if await _step(conn, _fill(Q.HistoryPartitionDetach, p.name)) is not None:
+                detached.append(p.name)
+        for name in detached:
+            m = PARTITION.match(name)
+            if m is None or int(m[2]) > now:
+                continue
+            counted = await _step(conn, _fill(Q.HistoryPartitionUnkey, name),
+                                  _fill(Q.HistoryPartitionUncount, name),
+                                  _fill(Q.HistoryPartitionDrop, name))
+            if counted is not None:
+                dropped += 1
+                jobs += int(counted[0]["jobs"]) if counted else 0
     return dropped, jobs
 
 
@@ -142,34 +162,39 @@ async def create_ahead(db: Database, width_s: int) -> int:
     if existing and existing[-1].hi > start:
         start = existing[-1].hi
     ahead = sum(1 for p in existing if p.hi > now)
+    if start >= target or ahead >= AHEAD_MAX:
+        return 0
     made = 0
-    while start < target and ahead < AHEAD_MAX:
-        # Aligned to the width, even after the width setting changed.
-        hi = (start // width_s + 1) * width_s
-        name = partition_name(start, hi)
-        holds = await _step(db, _fill(Q.HistoryDefaultHolds, name, start, hi))
-        # jobs_history is locked first, so that every statement sees the partitions and the
-        # rows of one side of the ATTACH's commit. Writes always: an insert that routed its
-        # row by the partitions it saw before the commit would put it in the DEFAULT
-        # partition after it, which PostgreSQL refuses (an ack failing with a partition
-        # constraint violation, seen in test_duties). Reads too when rows move out of the
-        # DEFAULT partition: a read that listed the partitions before the commit, and read
-        # rows after it, would miss them (a 404 on GET of a job just completed, seen in
-        # test_concurrency). Held for the making of one empty partition, or the move.
-        moves = bool(holds and holds[0]["holds"])
-        lock = _fill(Q.HistoryLockAll if moves else Q.HistoryLockWrites, name)
-        done = await _step(
-            db,
-            lock,
-            _fill(Q.HistoryPartitionNew, name),
-            _fill(Q.HistoryDefaultTake, name, start, hi),
-            _fill(Q.HistoryPartitionAttach, name, start, hi),
-        )
-        if done is None:
-            break  # next round
-        made += 1
-        ahead += 1
-        start = hi
+    async with _own_connection(db) as conn:
+        while start < target and ahead < AHEAD_MAX:
+            # Aligned to the width, even after the width setting changed.
+            hi = (start // width_s + 1) * width_s
+            name = partition_name(start, hi)
+            holds = await _step(conn, _fill(Q.HistoryDefaultHolds, name, start, hi))
+            if holds is None:
+                break
+            # jobs_history is locked first, so that every statement sees the partitions and
+            # the rows of one side of the ATTACH's commit. Writes always: an insert that
+            # routed its row by the partitions it saw before the commit would put it in the
+            # DEFAULT partition after it, which PostgreSQL refuses (an ack failing with a
+            # partition constraint violation, seen in test_duties). Reads too when rows move
+            # out of the DEFAULT partition: a read that listed the partitions before the
+            # commit, and read rows after it, would miss them (a 404 on GET of a job just
+            # completed, seen in test_concurrency). Held for the making of one empty
+            # partition, or the move.
+            lock = Q.HistoryLockAll if holds and holds[0]["holds"] else Q.HistoryLockWrites
+            done = await _step(
+                conn,
+                _fill(lock, name),
+                _fill(Q.HistoryPartitionNew, name),
+                _fill(Q.HistoryDefaultTake, name, start, hi),
+                _fill(Q.HistoryPartitionAttach, name, start, hi),
+            )
+            if done is None:
+                break  # next round
+            made += 1
+            ahead += 1
+            start = hi
     return made
 
 
