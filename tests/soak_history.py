@@ -14,16 +14,16 @@ Prints, every ``--every-s``, the bytes of ``jobs``, of the history (partitions, 
 included, and ``job_keys``) and of all of jobq's tables: the total must stop growing once the
 first retention period (plus one partition width) has passed.
 
-Measured on a shared 2-core machine (defaults above, 2026-12-04), MB:
+Measured on a shared 2-core machine (``--minutes 5``, the other defaults above), MB:
 
      t (s)  jobs done  jobs  history  total  partitions
-        20       4000   7.2      7.6   14.9          64
-        60      12000  11.9     16.0   28.0          64
-       120      24000  14.4     28.5   43.0          64
-       160      32000   9.6     33.2   43.0          64
-       200      40000  12.7     33.5   46.3          64
-       300      60000  15.8     33.9   49.9          64
-       400      80000   9.7     34.1   43.9          64
+        20       4000   7.1      7.7   14.8          64
+        60      12000  11.6     16.1   27.8          64
+       120      24000  11.7     28.6   40.5          64
+       140      28000   8.8     31.3   40.2          64
+       180      36000  11.8     32.2   44.1          64
+       220      44000   5.8     32.2   38.1          64
+       280      56000   5.7     32.2   38.1          64
 
 With ``--vacuum jobs`` (job_keys never vacuumed) the history kept growing: 34.9 MB at 280 s,
 41.7 MB at 400 s.
