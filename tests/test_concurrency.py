@@ -122,7 +122,7 @@ async def test_2000_jobs_through_8_workers_complete_exactly_once(
         assert set(acked) == wanted and max(acked.values()) == 1
         assert await counts(c) == only(completed=2000)
         # What the database holds: each job completed once, by the lease that acked it.
-        rows = sql(database_url, "SELECT id::text, status, attempt, result FROM jobs")
+        rows = sql(database_url, "SELECT id::text, status, attempt, result FROM jobs_all")
         assert len(rows) == 2000
         assert {r[1] for r in rows} == {"completed"} and {r[2] for r in rows} == {1}
         assert {r[0]: r[3]["lease"] for r in rows} == lease_of

@@ -3,7 +3,6 @@ with one of two replicas gone."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
@@ -88,10 +87,24 @@ def client_of(app: FastAPI) -> httpx.AsyncClient:
 @pytest.fixture
 async def quiet_app(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FastAPI]:
     """An app whose leader never runs retention on its own, so the test alone decides when
-    delete_expired runs (the loop reads the interval on every round)."""
+    delete_expired runs (the loop reads the interval on every round). History partitions
+    are one second wide, so that a retention of 0 is due within a second."""
     monkeypatch.setattr(duties, "RETENTION_EVERY_S", 1e12)
-    async with running_app(make_settings(database_url)) as app:
+    async with running_app(make_settings(database_url, history_partition_s=1)) as app:
         yield app
+
+
+async def retention_until(ctx: Any, c: httpx.AsyncClient, jobs: list[dict[str, Any]]) -> int:
+    """Run retention until ``jobs`` are gone (their history partition's range has passed, one
+    second at most); returns how many jobs it deleted meanwhile."""
+    deleted = 0
+
+    async def all_gone() -> bool:
+        nonlocal deleted
+        deleted += await duties.delete_expired(ctx)
+        return not any([await exists(c, j) for j in jobs])
+    await aeventually(all_gone, what="the expired jobs deleted")
+    return deleted
 
 
 # --- retention -------------------------------------------------------------------------------
@@ -101,7 +114,8 @@ async def test_retention_deletes_old_finished_jobs_only(quiet_app: FastAPI) -> N
     ctx = quiet_app.state.ctx
     async with client_of(quiet_app) as c:
         q = "ret"
-        await patch(c, q, retention_ms=500, dead_retention_ms=DAY_MS)
+        await patch(c, q, retention_ms=0, dead_retention_ms=DAY_MS)
+        await duties.delete_expired(ctx)  # the partitions ahead, as the leader makes them
         old_done = await completed(c, "done", q, idempotency_key="k-old")
         old_cancelled = await cancelled(c, "cancel", q)
         old_cancelled_running = await cancelled(c, "cancel.run", q, running=True)
@@ -117,31 +131,25 @@ async def test_retention_deletes_old_finished_jobs_only(quiet_app: FastAPI) -> N
         await claim_job(c, running)
         other_queue_done = await completed(c, "done", "ret-default")  # 7 days retention
 
-        # The time is the test: these jobs must be older than retention_ms when it runs.
-        await asyncio.sleep(0.8)
-        young_done = await completed(c, "done.young", q)
-        young_cancelled = await cancelled(c, "cancel.young", q)
-
         # The key is remembered while its job exists.
         r = await c.post("/v1/jobs", json={"type": "done", "queue": q, "idempotency_key": "k-old"})
         assert r.status_code == 200 and r.json()["id"] == old_done["id"], r.text
 
-        assert await duties.delete_expired(ctx) == 3
         gone = [old_done, old_cancelled, old_cancelled_running]
-        kept = [old_dead, *waiting, failed, running, other_queue_done, young_done,
-                young_cancelled]
-        assert [await exists(c, j) for j in gone] == [False] * len(gone)
+        assert await retention_until(ctx, c, gone) == 3
+        kept = [old_dead, *waiting, failed, running, other_queue_done]
         assert [await exists(c, j) for j in kept] == [True] * len(kept)
         assert await duties.delete_expired(ctx) == 0  # nothing else is due
 
-        # Dead jobs go by dead_retention_ms, not retention_ms.
+        # Dead jobs go by dead_retention_ms, not retention_ms; lowered, it applies to the
+        # jobs already dead.
         await patch(c, q, dead_retention_ms=0)
         assert await duties.delete_expired(ctx) == 1
         assert not await exists(c, old_dead)
 
-        await patch(c, q, retention_ms=0)
-        assert await duties.delete_expired(ctx) == 2
-        assert not await exists(c, young_done) and not await exists(c, young_cancelled)
+        young_done = await completed(c, "done.young", q)
+        young_cancelled = await cancelled(c, "cancel.young", q)
+        assert await retention_until(ctx, c, [young_done, young_cancelled]) == 2
         still = [*waiting, failed, running, other_queue_done]
         assert [await exists(c, j) for j in still] == [True] * len(still)
         counts = (await c.get(f"/v1/queues/{q}")).json()["counts"]
@@ -159,10 +167,12 @@ async def test_retention_works_through_more_than_one_batch(quiet_app: FastAPI) -
     async with client_of(quiet_app) as c:
         q = "ret-bulk"
         await patch(c, q, retention_ms=0)
+        done = []
         for start in range(0, n, 1000):
             size = min(1000, n - start)
             r = await c.post("/v1/jobs/batch", json={"jobs": [{"type": "b", "queue": q}] * size})
             assert r.status_code == 201, r.text
+            done.extend(r.json()["jobs"])
             r = await c.post("/v1/leases", json={"worker_id": "w", "queues": [q], "limit": size})
             leases = r.json()["leases"]
             assert len(leases) == size
@@ -170,7 +180,8 @@ async def test_retention_works_through_more_than_one_batch(quiet_app: FastAPI) -
                              json={"acks": [{"lease_id": le["lease_id"]} for le in leases]})
             assert all(x["ok"] for x in r.json()["results"])
         keep = await enqueue(c, "b", q)
-        assert await duties.delete_expired(ctx) == n
+        # No partition was made yet: the jobs went to the DEFAULT one, deleted in batches.
+        assert await retention_until(ctx, c, [done[0], done[-1]]) == n
         counts = (await c.get(f"/v1/queues/{q}")).json()["counts"]
         assert counts["completed"] == 0 and counts["pending"] == 1
         assert await exists(c, keep)
@@ -180,7 +191,7 @@ async def test_leader_loop_runs_retention_on_its_own(
     database_url: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(duties, "RETENTION_EVERY_S", 0.2)
-    async with running_app(make_settings(database_url)) as app, client_of(app) as c:
+    async with running_app(make_settings(database_url, history_partition_s=1)) as app, client_of(app) as c:
         await aeventually(lambda: app.state.ctx.is_leader, what="this process leading")
         q = "ret-loop"
         await patch(c, q, retention_ms=0)

@@ -61,7 +61,7 @@ def _draft(cron: str = "* * * * *", misfire: str = "run_once", enabled: bool = T
 def _jobs(url: str, queue: str = "sq") -> list[tuple[int, str]]:
     with psycopg.connect(url) as conn:
         return [(r[0], r[1]) for r in conn.execute(
-            "SELECT id, idempotency_key FROM jobs WHERE queue = %s ORDER BY id", (queue,))]
+            "SELECT id, idempotency_key FROM jobs_all WHERE queue = %s ORDER BY id", (queue,))]
 
 
 async def test_fires_once_per_period_with_its_key(ctx: Context, clock: FakeClock, database_url: str) -> None:

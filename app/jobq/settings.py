@@ -88,6 +88,14 @@ class Settings(BaseSettings):
         "pooled connection, 3 for the LISTEN, NOTIFY and leader connections, 64 for the "
         "process's own, and half of the rest kept for every other request",
     )
+    history_partition_s: int = Field(
+        default=86_400,
+        ge=1,
+        le=31 * 86_400,
+        description="width of one partition of the finished jobs' history, in seconds: a "
+        "finished job is deleted when its partition's range has passed, up to this long after "
+        "its retention; fewer, wider partitions make lookups by id cheaper (README, Operating)",
+    )
     admin_token: str | None = None
     log_format: Literal["json", "text"] = "text"
     log_level: str = "INFO"

@@ -148,7 +148,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     url = database_url or settings.libpq_url
     db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
                   retry_after_s=settings.retry_after_s)
-    ctx = Context(db=db, wakeups=Wakeups(db))
+    ctx = Context(db=db, wakeups=Wakeups(db), history_partition_s=settings.history_partition_s)
     token_table = TokenTable(db, settings.admin_token)
     token_table.on_revoked(ctx.wakeups.revoked)  # long-polls of a revoked token end at once
     long_polls = LongPolls(settings.long_poll_cap(descriptors.current().usable))

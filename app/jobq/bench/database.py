@@ -35,6 +35,9 @@ class Tidy:
     def __call__(self) -> None:
         with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
             conn.execute("DELETE FROM jobs WHERE starts_with(queue, %s)", (self.prefix,))
+            # Finished jobs and their keys (migration 0010); the triggers keep the counters.
+            conn.execute("DELETE FROM jobs_history WHERE starts_with(queue, %s)", (self.prefix,))
+            conn.execute("DELETE FROM job_keys WHERE starts_with(queue, %s)", (self.prefix,))
             if self.vacuum:
                 conn.execute("VACUUM jobs")  # not ANALYZE: statistics of an emptied table mislead plans
 

@@ -193,21 +193,21 @@ class JobsTable:
     def completed(self, queue: str) -> tuple[int, datetime | None]:
         """How many jobs of the queue are completed, and the last completion."""
         row = self._conn.execute(
-            "SELECT count(*), max(completed_at) FROM jobs WHERE queue = %s AND status = 'completed'",
+            "SELECT count(*), max(completed_at) FROM jobs_all WHERE queue = %s AND status = 'completed'",
             (queue,)).fetchone()
         assert row is not None
         return int(row[0]), row[1]
 
     def workers_done(self, queue: str) -> set[str]:
         rows = self._conn.execute(
-            "SELECT DISTINCT worker_id FROM jobs WHERE queue = %s AND status = 'completed'", (queue,)).fetchall()
+            "SELECT DISTINCT worker_id FROM jobs_all WHERE queue = %s AND status = 'completed'", (queue,)).fetchall()
         return {r[0] for r in rows}
 
     def pickups(self, queue: str) -> tuple[list[float], int]:
         """Visible → claimed of every claimed job of the queue (ms, server clock: claimed_at is
         the claim's now(), visible_at the enqueue's), and how many were never claimed."""
         rows = self._conn.execute(
-            "SELECT extract(epoch FROM claimed_at - visible_at)::float8 * 1000 FROM jobs "
+            "SELECT extract(epoch FROM claimed_at - visible_at)::float8 * 1000 FROM jobs_all "
             "WHERE queue = %s AND claimed_at IS NOT NULL", (queue,)).fetchall()
         left = self._conn.execute(
             "SELECT count(*) FROM jobs WHERE queue = %s AND claimed_at IS NULL", (queue,)).fetchone()

@@ -45,6 +45,8 @@ class Context:
     # Rung when a schedule was created or changed, here or (by NOTIFY) on another replica:
     # the scheduler then re-reads when it next has something to do (core/schedules.py).
     schedule_bell: asyncio.Event = field(default_factory=asyncio.Event)
+    # The width of a partition of the finished jobs' history (settings.history_partition_s).
+    history_partition_s: int = 86_400
 
     def __post_init__(self) -> None:
         self.wakeups.notifications.on_signal(SCHEDULES, self.schedule_bell.set)

@@ -1,4 +1,6 @@
-"""Background duties that exactly one replica does at a time: retention.
+"""Background duties that exactly one replica does at a time: retention, which is the upkeep
+of the finished jobs' history (jobq.store.history): partitions past their range dropped whole,
+the jobs no partition drop takes deleted one by one, partitions made ahead.
 
 Lease expiry is not among them: every replica reaps (see reaper.py), since the reap
 statement shares work safely and the contract wants expiry within 1 s even while a new
@@ -14,8 +16,8 @@ import time
 
 from jobq.core import maintenance
 from jobq.core.context import Context
+from jobq.store import history
 from jobq.store.leader import Leadership
-from jobq.store.queries import Q
 
 log = logging.getLogger("jobq.duties")
 
@@ -29,14 +31,20 @@ RETENTION_PAUSE_S = 0.05
 
 
 async def delete_expired(ctx: Context) -> int:
-    """Retention: delete finished jobs past their queue's retention, in small batches."""
-    total = 0
+    """Retention: drop the history partitions whose range has passed (a partition holds the
+    jobs expiring in its range; dropped, its disk comes back at once), delete in small batches
+    the expired jobs no drop takes (the DEFAULT partition's, and those of a queue whose
+    retention was lowered after they finished), and make the partitions ahead. Returns how
+    many jobs went."""
+    _, total = await history.drop_expired(ctx.db)
     while True:
-        rows = await ctx.db.fetch(Q.JobDeleteExpired, {"limit": RETENTION_BATCH})
-        total += len(rows)
-        if len(rows) < RETENTION_BATCH:
-            return total
+        deleted = await history.delete_expired(ctx.db, RETENTION_BATCH)
+        total += deleted
+        if deleted < RETENTION_BATCH:
+            break
         await asyncio.sleep(RETENTION_PAUSE_S)
+    await history.create_ahead(ctx.db, ctx.history_partition_s)
+    return total
 
 
 async def lead(ctx: Context, leadership: Leadership) -> None:

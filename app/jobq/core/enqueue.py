@@ -85,14 +85,18 @@ def _full(queue: str, ctx: Context) -> QueueFull:
 async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
     await ctx.ensure_queues([job.queue])
     params = _params(job)
-    row = await ctx.db.fetch_one(Q.JobInsert, params)
-    if row is not None:
-        new = records.job(row)
-        ctx.wakeups.jobs_added([(job.queue, new.visible_at)])
-        ctx.events.emit("enqueued", [records.change(row)])
-        return Enqueued(new, created=True)
-    # Nothing inserted: the key is taken, or the queue is full.
-    if job.idempotency_key is not None:
+    # Twice at most: a key taken when the insert ran may be freed before the lookup (its job
+    # purged, or dropped by retention with its partition); the key is then free to take.
+    for _ in range(2):
+        row = await ctx.db.fetch_one(Q.JobInsert, params)
+        if row is not None:
+            new = records.job(row)
+            ctx.wakeups.jobs_added([(job.queue, new.visible_at)])
+            ctx.events.emit("enqueued", [records.change(row)])
+            return Enqueued(new, created=True)
+        # Nothing inserted: the key is taken, or the queue is full.
+        if job.idempotency_key is None:
+            break
         key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
         existing = await ctx.db.fetch_one(Q.JobGetByIdempotencyKey, key)
         if existing is not None:

@@ -8,7 +8,7 @@ from sqlalchemy import Select, literal_column, select, union_all
 from sqlalchemy.dialects import postgresql
 
 from jobq.domain.jobs import JobStatus
-from jobq.store.tables import jobs, queues
+from jobq.store.tables import jobs, jobs_history, queues
 
 _DIALECT = postgresql.psycopg.dialect()  # type: ignore[attr-defined]
 
@@ -17,10 +17,26 @@ _DIALECT = postgresql.psycopg.dialect()  # type: ignore[attr-defined]
 # status) at a time and the parts merged: each part reads at most a page from that index,
 # whatever the table holds.
 _STATUSES = tuple(s.value for s in JobStatus)
+# Finished jobs are in jobs_history (migration 0010); their statuses are read from both tables,
+# so that a row left in jobs (by hand) is still listed. Live ones are only ever in jobs.
+_FINISHED = ("completed", "dead", "cancelled")
+# The columns of a job in both tables (jobs_history has expires_at too).
+_HISTORY_COLUMNS = [jobs_history.c[c.name] for c in jobs.columns]
 
 
 def _part(queue: Any, status: str, type_: str | None, before_id: int | None, scope: str | None,
           limit: int) -> Select[Any]:
+    """The newest ``limit`` jobs of one queue in one status, from the table(s) that hold it."""
+    if status not in _FINISHED:
+        return _table_part(jobs, list(jobs.columns), queue, status, type_, before_id, scope, limit)
+    parts = [_table_part(t, cols, queue, status, type_, before_id, scope, limit).subquery().select()
+             for t, cols in ((jobs, list(jobs.columns)), (jobs_history, _HISTORY_COLUMNS))]
+    merged = union_all(*parts).subquery("finished")
+    return select(merged).order_by(merged.c.id.desc()).limit(limit)
+
+
+def _table_part(table: Any, columns: list[Any], queue: Any, status: str, type_: str | None,
+                before_id: int | None, scope: str | None, limit: int) -> Select[Any]:
     """The newest ``limit`` jobs of one queue in one status.
 
     The status is asked for as a range of one value and the rows ordered by status then id:
@@ -31,14 +47,15 @@ def _part(queue: Any, status: str, type_: str | None, before_id: int | None, sco
     # A literal (one of _STATUSES, checked by jobs_page): a generic plan then still knows the
     # range holds one value.
     value = literal_column(f"'{status}'")
-    stmt = select(jobs).where(jobs.c.queue == queue, jobs.c.status.between(value, value))
+    c = table.c
+    stmt = select(*columns).where(c.queue == queue, c.status.between(value, value))
     if type_ is not None:
-        stmt = stmt.where(jobs.c.type == type_)
+        stmt = stmt.where(c.type == type_)
     if scope is not None:  # the caller's queues, as a regular expression
-        stmt = stmt.where(jobs.c.queue.regexp_match(scope))
+        stmt = stmt.where(c.queue.regexp_match(scope))
     if before_id is not None:
-        stmt = stmt.where(jobs.c.id < before_id)
-    return stmt.order_by(jobs.c.status.desc(), jobs.c.id.desc()).limit(limit)
+        stmt = stmt.where(c.id < before_id)
+    return stmt.order_by(c.status.desc(), c.id.desc()).limit(limit)
 
 
 def jobs_page(
@@ -52,15 +69,20 @@ def jobs_page(
     if status is not None and status not in _STATUSES:
         raise ValueError(f"no such status: {status!r}")
     if queue is None and status is None:
-        # Every job, newest first: the primary key in order.
-        stmt = select(jobs)
-        if type_ is not None:
-            stmt = stmt.where(jobs.c.type == type_)
-        if scope is not None:
-            stmt = stmt.where(jobs.c.queue.regexp_match(scope))
-        if before_id is not None:
-            stmt = stmt.where(jobs.c.id < before_id)
-        stmt = stmt.order_by(jobs.c.id.desc()).limit(n)
+        # Every job, newest first: the primary key of jobs and the id index of each history
+        # partition, in order, merged.
+        halves = []
+        for table, columns in ((jobs, list(jobs.columns)), (jobs_history, _HISTORY_COLUMNS)):
+            half = select(*columns)
+            if type_ is not None:
+                half = half.where(table.c.type == type_)
+            if scope is not None:
+                half = half.where(table.c.queue.regexp_match(scope))
+            if before_id is not None:
+                half = half.where(table.c.id < before_id)
+            halves.append(half.order_by(table.c.id.desc()).limit(n).subquery().select())
+        every = union_all(*halves).subquery("every")
+        stmt = select(every).order_by(every.c.id.desc()).limit(n)
     elif queue is not None:
         # One queue: one part per status asked for, merged.
         parts = [_part(queue, s, type_, before_id, scope, n) for s in ((status,) if status else _STATUSES)]
@@ -76,7 +98,12 @@ def jobs_page(
         if scope is not None:
             q = q.where(queues.c.name.regexp_match(scope))
         names = q.subquery("q")
-        part = _part(names.c.name, status, type_, before_id, None, n).lateral("part")
+        # Finished statuses from jobs_history alone here: a part per table would not be
+        # correlated to the queue in a lateral join.
+        table, columns = ((jobs_history, _HISTORY_COLUMNS) if status in _FINISHED
+                          else (jobs, list(jobs.columns)))
+        part = _table_part(table, columns, names.c.name, status, type_, before_id, None,
+                           n).lateral("part")
         stmt = select(part).select_from(names.join(part, literal_column("true"))).order_by(
             part.c.id.desc()).limit(n)
     compiled = stmt.compile(dialect=_DIALECT)

@@ -7,6 +7,8 @@ which SQLAlchemy does not model). The queue settings' defaults come from ``jobq.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -103,31 +105,14 @@ jobs = Table(
           postgresql_where=text("status IN ('pending', 'failed') AND attempt >= 0")),
     Index("jobs_lease_expiry_idx", "locked_until", postgresql_where=text("status = 'running'")),
     Index(
-        "jobs_idempotency_key_idx",
-        "queue",
-        "idempotency_key",
-        unique=True,
-        postgresql_where=text("idempotency_key IS NOT NULL"),
-    ),
-    Index(
         "jobs_claim_aged_idx",
         "queue",
         "aged_key",
         "id",
         postgresql_where=text("status IN ('pending', 'failed') AND aged_key IS NOT NULL"),
     ),
-    Index(
-        "jobs_finished_idx",
-        "queue",
-        "status",
-        "completed_at",
-        postgresql_where=text("status IN ('completed', 'cancelled', 'dead')"),
-    ),
     # Listing, newest first: one (queue, status) at a time (jobq.store.listing).
     Index("jobs_queue_status_id_idx", "queue", "status", "id"),
-    # The dead jobs in id order, for replaying or purging them with no queue named (migration
-    # 0006; it replaced an index on (status, id) that every claim and ack wrote).
-    Index("jobs_dead_idx", "id", postgresql_where=text("status = 'dead'")),
     # Free space per page keeps most updated versions on their page (migration 0001). Not for
     # HOT updates: every update of a job changes an indexed column (README, "Why the jobs
     # table is tuned").
@@ -140,7 +125,47 @@ jobs = Table(
     },
 )
 
-# Counts of jobs by queue, type and status, kept by statement triggers on ``jobs`` so that
+
+def _job_columns() -> list[Column[Any]]:
+    """The columns of ``jobs`` again, for ``jobs_history`` (same names, types and order; no
+    identity: a job keeps its id when it moves; no default status: a finished one is given)."""
+    return [Column(c.name, c.type, nullable=c.nullable,
+                   server_default=None if c.name == "status" else c.server_default)
+            for c in jobs.columns if c.name != "id"]
+
+
+# Finished jobs (migration 0010): completed, dead and cancelled jobs move here from ``jobs`` in
+# the statement that finishes them, so ``jobs`` holds live jobs only. Partitioned by RANGE on
+# ``expires_at`` (finished + the queue's retention); the partitions are made and dropped whole
+# by the duties leader (jobq.store.history), with a DEFAULT one for the expiries no range
+# partition covers. The view ``jobs_all`` (not modelled) is both tables with jobs' columns.
+jobs_history = Table(
+    "jobs_history",
+    metadata,
+    Column("id", BigInteger, nullable=False),
+    *_job_columns(),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("status IN ('completed', 'dead', 'cancelled')", name="jobs_history_status_check"),
+    Index("jobs_history_id_idx", "id"),
+    Index("jobs_history_queue_status_id_idx", "queue", "status", "id"),
+    Index("jobs_history_finished_idx", "queue", "status", "completed_at"),
+    Index("jobs_history_dead_idx", "id", postgresql_where=text("status = 'dead'")),
+    Index("jobs_history_kept_idx", "queue", "status", text("(expires_at - completed_at)")),
+    postgresql_partition_by="RANGE (expires_at)",
+)
+
+# Idempotency keys (migration 0010): a key names its job in whichever table it is, from the
+# enqueue that takes it until the job is deleted.
+job_keys = Table(
+    "job_keys",
+    metadata,
+    Column("queue", Text, primary_key=True),
+    Column("idempotency_key", Text, primary_key=True),
+    Column("job_id", BigInteger, nullable=False),
+)
+
+# Counts of jobs by queue, type and status, kept by statement triggers on ``jobs`` (and
+# ``jobs_history``) so that
 # max_depth checks and queue stats never count rows. Each backend writes its own shard
 # (pg_backend_pid() % 256, migration 0003), so concurrent transactions rarely wait on the
 # same counter row.
