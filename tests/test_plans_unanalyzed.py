@@ -53,7 +53,10 @@ def never_analyzed(admin_url: str, template_db: str) -> Iterator[str]:
     url = pg.with_database(admin_url, name)
     with psycopg.connect(url, autocommit=True) as conn:
         for table in TABLES:
-            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+            # A partitioned table (jobs_history) takes no storage options: its partitions do.
+            kind = conn.execute("SELECT relkind FROM pg_class WHERE oid = %s::regclass", (table,)).fetchone()
+            if kind != ("p",):
+                conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
         with conn.transaction():
             for statement in _FILL.split(";\n"):
                 conn.execute(statement)
@@ -144,6 +147,10 @@ def test_each_hot_statement_reads_its_index_without_statistics(
         never_analyzed: str, args: dict[str, Any], name: str, overrides: dict[str, Any],
         index: str | None, max_rows: int, mode: str) -> None:
     with psycopg.connect(never_analyzed, autocommit=True) as conn:
+        # Twice, measuring the second: a connection's first statement on a table also reads
+        # the catalog for it (and for each partition and index it writes), which the buffer
+        # counts would otherwise charge to the statement.
+        analyzed(conn, getattr(Q, name), args | overrides, mode)
         doc = analyzed(conn, getattr(Q, name), args | overrides, mode)
     plan = json.dumps(doc["Plan"], indent=1)
     scans = _jobs_scans(doc["Plan"])

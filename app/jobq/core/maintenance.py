@@ -62,7 +62,8 @@ AUTOVACUUM_GRACE_S = 300.0
 
 
 def tables() -> list[str]:
-    """jobq's tables: those of the schema (``jobq.store.tables``)."""
+    """jobq's tables: those of the schema (``jobq.store.tables``); the statistics read adds
+    the partitions of the partitioned ones (``jobs_history``)."""
     return sorted(metadata.tables)
 
 
@@ -128,6 +129,7 @@ async def tend(ctx: Context) -> None:
         stats = await table_stats(ctx)
         _warn_once(state, stats)
         now = datetime.now(UTC)
+        parents: set[str] = set()
         for table in stats:
             if vacuum_due(table, now):
                 await maintain(ctx.db.url, "VACUUM", table.name)
@@ -136,5 +138,12 @@ async def tend(ctx: Context) -> None:
                 await maintain(ctx.db.url, "ANALYZE", table.name)
                 log.info("analyzed %s (%d rows changed since its last analyze)",
                          table.name, table.changed_since_analyze)
+                if table.parent is not None:
+                    parents.add(table.parent)
+        # A partitioned table's own statistics (what plans over all its partitions use) are
+        # made only by an ANALYZE of it by name, which autovacuum never runs.
+        for parent in sorted(parents):
+            await maintain(ctx.db.url, "ANALYZE", parent)
+            log.info("analyzed %s (its partitions changed)", parent)
     except Exception as exc:  # the next check tries again; the duties go on
         log.warning("table upkeep failed: %s", exc)

@@ -43,6 +43,7 @@ SELECT new.id, %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, 'pending',
   FROM new
  WHERE %(idempotency_key)s::text IS NULL OR EXISTS (SELECT 1 FROM key)
 RETURNING *;
+
 -- name: JobInsertMany
 -- Enqueue a batch in request order; ids are drawn first so each input row maps to its job.
 WITH src AS MATERIALIZED (
@@ -857,7 +858,9 @@ SELECT * FROM claimed
 
 -- name: TableUpkeepStats
 -- Row churn of jobq's own tables (those of %(tables)s that exist) from the statistics collector, and whether autovacuum runs on each (the server's switch and the table's autovacuum_enabled), for the leader's ANALYZE and VACUUM (core/maintenance.py) and the dead-tuple gauge.
-SELECT s.relname AS name, s.n_live_tup, s.n_dead_tup, s.n_mod_since_analyze,
+-- The partitions of a partitioned table among them (jobs_history's) are listed too, with their parent: the
+-- parent holds no rows of its own, so its churn is its partitions', and autovacuum never analyzes it.
+SELECT s.relname AS name, p.relname AS parent, s.n_live_tup, s.n_dead_tup, s.n_mod_since_analyze,
        greatest(s.last_analyze, s.last_autoanalyze) AS analyzed_at,
        greatest(s.last_vacuum, s.last_autovacuum) AS vacuumed_at,
        (current_setting('autovacuum')::boolean
@@ -865,7 +868,10 @@ SELECT s.relname AS name, s.n_live_tup, s.n_dead_tup, s.n_mod_since_analyze,
                        WHERE o.option_name = 'autovacuum_enabled'), true)) AS autovacuum
   FROM pg_stat_user_tables s
   JOIN pg_class c ON c.oid = s.relid
+  LEFT JOIN pg_inherits i ON i.inhrelid = s.relid
+  LEFT JOIN pg_class p ON p.oid = i.inhparent
  WHERE s.relid IN (SELECT to_regclass(t) FROM unnest(%(tables)s::text[]) AS t)
+    OR i.inhparent IN (SELECT to_regclass(t) FROM unnest(%(tables)s::text[]) AS t)
  ORDER BY s.relname;
 
 -- name: QueueWakeCheck

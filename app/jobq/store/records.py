@@ -339,6 +339,7 @@ class TableUpkeep(NamedTuple):
     """One of jobq's tables as the statistics collector sees it (TableUpkeepStats)."""
 
     name: str
+    parent: str | None  # the partitioned table it is a partition of
     live: int
     dead: int
     changed_since_analyze: int
@@ -348,7 +349,7 @@ class TableUpkeep(NamedTuple):
 
 
 def table_upkeep(row: Row) -> TableUpkeep:
-    return TableUpkeep(row["name"], row["n_live_tup"], row["n_dead_tup"], row["n_mod_since_analyze"],
+    return TableUpkeep(row["name"], row["parent"], row["n_live_tup"], row["n_dead_tup"], row["n_mod_since_analyze"],
                        row["analyzed_at"], row["vacuumed_at"], row["autovacuum"])
 
 
