@@ -253,3 +253,44 @@ def test_bench_waiters_reports_what_idle_long_polls_cost(live_server: LiveServer
     figures = [t["figure"] for t in report["targets"] if t["figure"].startswith("30 idle long-polls")]
     assert len(figures) == 5
     assert not _processes_naming("jobq.bench.waiters"), "the waiters' process was stopped"
+
+
+def test_bench_queues_reports_what_many_queues_cost(live_server: LiveServer) -> None:
+    """``--queues N``: N queues made in the database; the report has the claims naming 1 and
+    100 of them (found and not), the listing's first page and /metrics with their sizes, the
+    ratios and the targets; and the queues and their jobs are gone afterwards."""
+    import psycopg
+
+    env = {**os.environ, "JOBQ_DATABASE_URL": live_server.database_url}
+    out = subprocess.run(
+        [sys.executable, "-m", "jobq.cli", "bench", "--url", live_server.url, "--mode", "batch",
+         "--jobs", "50", "--producers", "1", "--workers", "2", "--latency-seconds", "0",
+         "--queues", "150", "--timeout", "60", "--json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    q = report["queues"]
+    assert q["queues"] == 150 and q["claim_width"] == 100 and q["claim_calls"] > 0
+    assert q["queues_with_jobs"] == 2  # the found claims' queue, and queue 101 (every 50th)
+    assert q["claims_unexpected"] == 0, "each found claim got its job, each empty one none"
+    for kind in ("one_found", "one_empty", "hundred_found", "hundred_empty"):
+        assert q[f"claim_{kind}_p50_ms"] > 0
+    for side in ("found", "empty"):
+        assert q[f"claim_{side}_hundred_vs_one"] > 0
+        assert report["ratios"][f"queues_claim_{side}_hundred_vs_one"] == q[f"claim_{side}_hundred_vs_one"]
+    # The first page is the default limit's, and there is a next one.
+    assert q["list_page_queues"] == 100 and q["list_next_cursor"] is True
+    assert q["list_p50_ms"] > 0 and q["list_bytes"] > 0
+    assert q["metrics_p50_ms"] > 0 and q["metrics_bytes"] > 0
+    figures = {t["figure"] for t in report["targets"]}
+    assert {"claim naming 100 queues / 1, found (p50)", "claim naming 100 queues / 1, empty (p50)",
+            "150 queues: GET /v1/queues first page p50", "150 queues: GET /metrics p50",
+            "150 queues: GET /metrics bytes"} <= figures
+    prefix = report["config"]["queue"] + ".many-"  # the other phases' queues are left, as before
+    with psycopg.connect(live_server.database_url) as conn:
+        for sql in ("SELECT count(*) FROM queues WHERE starts_with(name, %s)",
+                    "SELECT count(*) FROM jobs WHERE starts_with(queue, %s)",
+                    "SELECT count(*) FROM job_counts WHERE starts_with(queue, %s)"):
+            row = conn.execute(sql, (prefix,)).fetchone()
+            assert row is not None and row[0] == 0, sql

@@ -57,6 +57,9 @@ class BenchConfig:
     # their cost is read while nothing else happens
     waiters: int = 0
     waiters_idle_seconds: float = 20.0
+    # --queues: this many queues made in the database (0: no such phase); claims naming 1 and
+    # 100 of them, the first page of GET /v1/queues and /metrics measured beside them
+    queues: int = 0
 
     @property
     def modes(self) -> list[Mode]:

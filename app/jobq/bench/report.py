@@ -24,6 +24,11 @@ TARGET_WAITERS_IDLE_CPU_PCT = 10.0
 TARGET_WAITERS_IDLE_XACT_PER_S = 50.0
 TARGET_WAITERS_PICKUP_P50_MS = 10.0
 TARGET_WAITERS_PICKUP_P99_MS = 50.0
+# --queues (issue 24): many queues cost a claim, the listing and /metrics this little.
+TARGET_QUEUES_CLAIM_RATIO = 3.0  # a claim naming 100 queues / one naming 1 (median)
+TARGET_QUEUES_LIST_MS = 100.0  # GET /v1/queues, first page, at 10,000 queues
+TARGET_QUEUES_METRICS_MS = 500.0
+TARGET_QUEUES_METRICS_BYTES = 1_500_000
 
 
 def _ratio(http: float, ceiling: float) -> float | None:
@@ -54,7 +59,23 @@ def compare(report: dict[str, Any]) -> tuple[dict[str, float | None], list[dict[
         targets.append(_target("pickup p99", report["latency"]["p99_ms"], "<=", TARGET_PICKUP_P99_MS, "ms"))
     if "waiters" in report:
         compare_waiters(report["waiters"], ratios, targets)
+    if "queues" in report:
+        compare_queues(report["queues"], ratios, targets)
     return ratios, targets
+
+
+def compare_queues(q: dict[str, Any], ratios: dict[str, float | None], targets: list[dict[str, Any]]) -> None:
+    """A claim naming 100 queues against one naming 1, and the listing and /metrics at N queues."""
+    ratios["queues_claim_found_hundred_vs_one"] = q["claim_found_hundred_vs_one"]
+    ratios["queues_claim_empty_hundred_vs_one"] = q["claim_empty_hundred_vs_one"]
+    n = f"{q['queues']:,} queues"
+    for side in ("found", "empty"):
+        targets.append(_target(f"claim naming {q['claim_width']} queues / 1, {side} (p50)",
+                               q[f"claim_{side}_hundred_vs_one"], "<=", TARGET_QUEUES_CLAIM_RATIO, "times"))
+    targets.append(_target(f"{n}: GET /v1/queues first page p50", q["list_p50_ms"], "<=",
+                           TARGET_QUEUES_LIST_MS, "ms"))
+    targets.append(_target(f"{n}: GET /metrics p50", q["metrics_p50_ms"], "<=", TARGET_QUEUES_METRICS_MS, "ms"))
+    targets.append(_target(f"{n}: GET /metrics bytes", q["metrics_bytes"], "<=", TARGET_QUEUES_METRICS_BYTES, ""))
 
 
 def compare_waiters(w: dict[str, Any], ratios: dict[str, float | None], targets: list[dict[str, Any]]) -> None:
@@ -175,6 +196,9 @@ def render(report: dict[str, Any]) -> None:
     if "waiters" in report:
         _render_waiters(console, report["waiters"], report["ratios"])
 
+    if "queues" in report:
+        _render_queues(console, report["queues"])
+
     if report["targets"]:
         table = Table(title="targets (informational)")
         for column in ("figure", "value", "target", "met"):
@@ -199,6 +223,24 @@ def _render_waiters(console: Console, w: dict[str, Any], ratios: dict[str, float
                       _fmt(lat["p95_ms"]), _fmt(lat["p99_ms"]), _fmt(lat["max_ms"]))
     table.add_row("ratio", "", "", _fmt(ratios.get("waiters_pickup_p50_vs_none"), "x"), "",
                   _fmt(ratios.get("waiters_pickup_p99_vs_none"), "x"), "")
+    console.print(table)
+
+
+def _render_queues(console: Console, q: dict[str, Any]) -> None:
+    table = Table(title=f"{q['queues']:,} queues ({q['queues_with_jobs']:,} with a job waiting): medians of "
+                        f"{q['claim_calls']} claims (wait_ms 0) of each kind, {q['list_calls']} listings, "
+                        f"{q['metrics_calls']} scrapes")
+    for column in ("figure", "p50 ms", f"{q['claim_width']} / 1", "bytes"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    for side, what in (("found", "a job waiting in the last queue named"), ("empty", "no job waiting")):
+        table.add_row(f"claim naming 1 queue, {what}", _fmt(q[f"claim_one_{side}_p50_ms"]), "", "")
+        table.add_row(f"claim naming {q['claim_width']} queues, {what}", _fmt(q[f"claim_hundred_{side}_p50_ms"]),
+                      _fmt(q[f"claim_{side}_hundred_vs_one"], "x"), "")
+    table.add_row(f"GET /v1/queues, first page ({q['list_page_queues']} queues)", _fmt(q["list_p50_ms"]), "",
+                  _fmt(q["list_bytes"]))
+    table.add_row("GET /metrics", _fmt(q["metrics_p50_ms"]), "", _fmt(q["metrics_bytes"]))
+    if q["claims_unexpected"]:
+        table.add_row(f"[red]claims that did not get what they should: {q['claims_unexpected']}[/red]", "", "", "")
     console.print(table)
 
 

@@ -22,6 +22,7 @@ from jobq.bench.database import Tidy, database_facts, no_tidy
 from jobq.bench.latency import latency
 from jobq.bench.load import http_mode
 from jobq.bench.phases import run_async
+from jobq.bench.queues import queues_phase
 from jobq.bench.report import compare, compare_sdk, render
 from jobq.bench.sdk import sdk
 from jobq.bench.service import service_for
@@ -51,6 +52,9 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
         if cfg.sdk and service.database_url is None:
             # The worker processes report nothing: what they did is read back from the jobs.
             raise BenchError("--sdk with --url needs --database-url (or JOBQ_DATABASE_URL)")
+        if cfg.queues and service.database_url is None:
+            # The queues are made straight in the database: ten thousand in one statement.
+            raise BenchError("--queues with --url needs --database-url (or JOBQ_DATABASE_URL)")
         report: dict[str, Any] = {
             "config": {
                 "url": service.url, "started_service": service.pid is not None,
@@ -76,6 +80,9 @@ def run(cfg: BenchConfig) -> dict[str, Any]:
             report["latency"] = run_async(latency(cfg, service.url, meter, base))
         if cfg.waiters > 0:
             report["waiters"] = waiters_phase(cfg, service.url, meter, service.database_url, base, tidy)
+        if cfg.queues > 0:
+            assert service.database_url is not None
+            report["queues"] = queues_phase(cfg, service.url, service.database_url, base, tidy)
         if cfg.sdk:
             assert service.database_url is not None
             tidy()

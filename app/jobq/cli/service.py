@@ -209,6 +209,11 @@ def bench(
     waiters_idle_seconds: Annotated[float, typer.Option(
         min=1, help="how long the idle cost of --waiters is read (one whole wait: each long-poll's "
                     "timeout and re-post counted once)")] = 20.0,
+    queues: Annotated[int, typer.Option(
+        min=0, max=1_000_000, help="also make this many queues in the database (at least 101; a few "
+                                   "with a job waiting) and measure claims naming 1 and 100 queues, "
+                                   "GET /v1/queues's first page and /metrics beside them; deleted "
+                                   "afterwards (0: skip)")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON for scripts")] = False,
     drivers: Annotated[bool, typer.Option(
         help="only compare psycopg's paths (async, pool, pipeline, sync, sync in threads) on the "
@@ -234,6 +239,8 @@ def bench(
         raise typer.BadParameter("comma-separated integers", param_hint="--connections") from None
     if not counts or not all(1 <= c <= 16 for c in counts):
         raise typer.BadParameter("between 1 and 16", param_hint="--connections")
+    if 0 < queues < 101:
+        raise typer.BadParameter("0, or at least 101 (a claim names 100 queues)", param_hint="--queues")
     settings = load_settings()
     cfg = b.BenchConfig(
         url=url, database_url=database_url or (settings.libpq_url if settings.database_url else None),
@@ -241,7 +248,7 @@ def bench(
         batch=batch, queue=queue, latency_rate=latency_rate, latency_seconds=latency_seconds,
         baseline=baseline, server_workers=server_workers, connections=counts, timeout_s=timeout,
         token=token or settings.admin_token, sdk=sdk, sdk_workers=sdk_workers, sdk_concurrency=sdk_concurrency,
-        waiters=waiters, waiters_idle_seconds=waiters_idle_seconds,
+        waiters=waiters, waiters_idle_seconds=waiters_idle_seconds, queues=queues,
     )
     raise typer.Exit(b.main(cfg, as_json=as_json))
 
