@@ -87,7 +87,7 @@ async def _measure(cfg: BenchConfig, url: str, prefix: str, n: int) -> dict[str,
     async with BenchClient(url, cfg.token, cfg.timeout_s) as c:
         # Each found claim takes one job from the hot queue: enough for both, and a few more.
         await _enqueue(c, [hot] * (2 * CLAIM_CALLS + 10) + scattered)
-        log(f"queues: {n:,} queues, {len(scattered):,} of them with a job waiting; "
+        log(f"queues: {n:,} queues, {len(scattered) + 1:,} of them with jobs waiting; "
             f"{CLAIM_CALLS} claims of each kind")
         times: dict[str, list[float]] = {k: [] for k in claims}
         wrong = 0
