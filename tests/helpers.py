@@ -194,3 +194,18 @@ async def long_polls_idle(where: FastAPI | Wakeups, queue: str, n: int = 1) -> N
     board = where.state.ctx.wakeups if isinstance(where, FastAPI) else where
     async with asyncio.timeout(DEFAULT_TIMEOUT_S):
         await board.until_idle(queue, n)
+
+
+async def history_made(database_url: str) -> bool:
+    """Whether the duties leader's first round has made the finished jobs' partitions (30
+    days of the default dead retention, and one more). Each is attached under a brief lock
+    that reads of jobs_history wait for: a test that reads it with a synchronous call (not
+    yielding to the event loop the leader runs on) waits for this first."""
+    async with await psycopg.AsyncConnection.connect(database_url) as conn:
+        cur = await conn.execute(
+            "SELECT coalesce(max(substring(c.relname FROM '_([0-9]+)$')::bigint), 0)"
+            "       >= extract(epoch FROM now()) + 31 * 86400"
+            "  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+            " WHERE i.inhparent = 'jobs_history'::regclass")
+        row = await cur.fetchone()
+    return bool(row and row[0])

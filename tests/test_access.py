@@ -30,7 +30,7 @@ from jobq.domain.access import Principal, QueuePattern, Role
 from jobq.store.db import Database
 from jobq.store.queries import Q
 from tests.conftest import ROOT, LiveServer, make_settings
-from tests.helpers import problem
+from tests.helpers import history_made, problem
 from tests.waiting import aeventually
 
 pytestmark = pytest.mark.timeout(90)
@@ -80,7 +80,7 @@ def rows(database_url: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 def statuses(database_url: str) -> dict[str, list[str]]:
     by_queue: dict[str, list[str]] = {}
-    for queue, status in rows(database_url, "SELECT queue, status FROM jobs ORDER BY id"):
+    for queue, status in rows(database_url, "SELECT queue, status FROM jobs_all ORDER BY id"):
         by_queue.setdefault(queue, []).append(status)
     return by_queue
 
@@ -102,6 +102,8 @@ async def secured(database_url: str) -> AsyncIterator[FastAPI]:
     app = create_app(make_settings(database_url))
     async with app.router.lifespan_context(app):
         app.state.admin_headers = await token_for(app, Role.ADMIN)
+        # statuses() reads jobs_history without yielding to the leader's event loop.
+        await aeventually(lambda: history_made(database_url), what="the history partitions")
         yield app
 
 
@@ -393,7 +395,8 @@ async def test_local_mode_needs_no_token_until_the_first_is_created(database_url
         unauthorized(await c.post("/v1/jobs", json={"type": "t"}))
         assert (await c.get("/v1/jobs", headers=bearer(token))).status_code == 200
         problem(await c.get("/metrics", headers=bearer(token)), 403, "forbidden")
-        assert rows(database_url, "SELECT count(*) FROM jobs") == [(1,)]
+        await aeventually(lambda: history_made(database_url), what="the history partitions")
+        assert rows(database_url, "SELECT count(*) FROM jobs_all") == [(1,)]  # the acked job
 
 
 async def test_the_first_token_created_over_http_ends_local_mode_at_once(database_url: str) -> None:

@@ -31,7 +31,7 @@ from jobq.core import tokens
 from jobq.domain.access import Role
 from jobq.settings import Settings
 from tests.conftest import make_settings
-from tests.helpers import problem
+from tests.helpers import history_made, problem
 from tests.waiting import aeventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -350,17 +350,6 @@ def expected(name: str, caller: str, queue: str, kind: str) -> str:
         return "ok"
     return {"names": "403", "by_id": "404", "listing": "ok-without",
             "batch_by_id": "ok-without"}[kind]
-
-
-async def history_made(database_url: str) -> bool:
-    async with await psycopg.AsyncConnection.connect(database_url) as conn:
-        cur = await conn.execute(
-            "SELECT coalesce(max(substring(c.relname FROM '_([0-9]+)$')::bigint), 0)"
-            "       >= extract(epoch FROM now()) + 31 * 86400"
-            "  FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-            " WHERE i.inhparent = 'jobs_history'::regclass")
-        row = await cur.fetchone()
-    return bool(row and row[0])
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from jobq.core import counters, maintenance
 from jobq.core.context import Context
 from jobq.core.counters import OTHER
 from jobq.domain.jobs import JobStatus
+from jobq.store import records
 from jobq.store.queries import Q
 
 _WAITING = frozenset({JobStatus.PENDING.value, JobStatus.FAILED.value})
@@ -46,10 +47,11 @@ async def _queue_gauges(ctx: Context, bound: QueueBound) -> list[Metric]:
     in ``_other``, so ``sum(jobq_jobs)`` is the true number of jobs whatever is shown."""
     db = ctx.db
     async with db.connection() as conn:
-        shown = [r["name"] for r in await db.run(
+        shown: list[str] = [records.scalar(r) for r in await db.run(
             conn, Q.MetricsShownQueues, {"pattern": bound.pattern, "limit": bound.limit})]
-        counts = await db.run(conn, Q.MetricsDepthsShown, {"shown": shown})
-        lag = await db.run(conn, Q.MetricsOldestWaitingShown, {"shown": shown})
+        # A row of queue NULL sums every queue not shown (records.JobCount / QueueLag).
+        counts = [records.job_count(r) for r in await db.run(conn, Q.MetricsDepthsShown, {"shown": shown})]
+        lag = [records.queue_lag(r) for r in await db.run(conn, Q.MetricsOldestWaitingShown, {"shown": shown})]
     waiting = GaugeMetricFamily("jobq_waiting_jobs", "Jobs waiting (pending + failed), by queue "
                                 "and type", labels=["queue", "type"])
     by_status = GaugeMetricFamily("jobq_jobs", "Jobs by queue and status",
@@ -59,8 +61,8 @@ async def _queue_gauges(ctx: Context, bound: QueueBound) -> list[Metric]:
                                "of those queues", labels=["queue"])
     waiting_acc: dict[tuple[str, str], int] = {}
     status_acc: dict[tuple[str, str], int] = {}
-    for r in counts:
-        q, t, s, n = r["queue"] or OTHER, r["type"], r["status"], r["n"]
+    for c in counts:
+        q, t, s, n = c.queue or OTHER, c.type, c.status, c.n
         status_acc[(q, s)] = status_acc.get((q, s), 0) + n
         # A series that drops to zero is reported as 0, not left out: a vanished series
         # reads as "no data" (and ``sum by (queue)`` as nothing) rather than as an empty
@@ -74,7 +76,7 @@ async def _queue_gauges(ctx: Context, bound: QueueBound) -> list[Metric]:
         waiting.add_metric([q, t], n)
     for (q, s), n in sorted(status_acc.items()):
         by_status.add_metric([q, s], n)
-    lag_ms = {r["queue"] or OTHER: r["oldest_waiting_ms"] or 0 for r in lag}
+    lag_ms = {r.queue or OTHER: r.oldest_waiting_ms or 0 for r in lag}
     for q in sorted((*shown, OTHER)):
         oldest.add_metric([q], lag_ms.get(q, 0) / 1000)
     return [waiting, by_status, oldest]
