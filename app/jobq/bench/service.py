@@ -23,6 +23,8 @@ from jobq.bench.config import BenchConfig, BenchError, log
 from jobq.embedded import EmbeddedPostgres, EmbeddedUnavailable
 
 READY_TIMEOUT_S = 60.0
+# Long-polls of the bench's own workers and latency probe, beside --waiters.
+LONG_POLL_ROOM = 1000
 STOP_TIMEOUT_S = 20.0
 
 
@@ -70,12 +72,18 @@ class Service:
 
 
 @contextlib.contextmanager
-def started_service(database_url: str, server_workers: int) -> Iterator[Service]:
-    """``jobq serve`` on a free loopback port, its output in a file shown if it fails."""
+def started_service(database_url: str, server_workers: int, long_polls: int = 0) -> Iterator[Service]:
+    """``jobq serve`` on a free loopback port, its output in a file shown if it fails.
+    ``long_polls``: the waiters the bench will hold; the service's long-poll cap is raised to
+    hold them and the bench's own workers (unless JOBQ_MAX_LONG_POLLS is set)."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     output = tempfile.NamedTemporaryFile(prefix="jobq-bench-serve-", suffix=".log", delete=False)
     env = {**os.environ, "JOBQ_DATABASE_URL": database_url, "JOBQ_HOST": "127.0.0.1"}
+    if long_polls and not env.get("JOBQ_MAX_LONG_POLLS"):
+        env["JOBQ_MAX_LONG_POLLS"] = str(long_polls + LONG_POLL_ROOM)
+        log(f"JOBQ_MAX_LONG_POLLS={env['JOBQ_MAX_LONG_POLLS']} for the service: --waiters "
+            f"{long_polls} and the bench's own workers")
     proc = subprocess.Popen(
         [sys.executable, "-m", "jobq.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
          "--workers", str(server_workers)],
@@ -151,4 +159,4 @@ def service_for(cfg: BenchConfig) -> Iterator[Service]:
             db = check_database_url(cfg.database_url)
         else:
             db = stack.enter_context(_embedded(cfg.data_dir))
-        yield stack.enter_context(started_service(db, cfg.server_workers))
+        yield stack.enter_context(started_service(db, cfg.server_workers, cfg.waiters))

@@ -86,9 +86,15 @@ async def _hold(url: str, token: str | None, queue: str, n: int) -> None:
                         one_sent.set()
                         if sent == n:
                             all_sent.set()
-                    status, length, close = _head(await reader.readuntil(b"\r\n\r\n"))
+                    status, length, close, retry_after = _head(await reader.readuntil(b"\r\n\r\n"))
                     await reader.readexactly(length)
                     answers[str(status)] += 1
+                    if retry_after is not None:
+                        # Refused (past the service's long-poll cap, or unavailable): wait as
+                        # a well-behaved worker does, rather than hammer it.
+                        writer.close()
+                        await asyncio.sleep(retry_after)
+                        break
                     if close:
                         break
             except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
@@ -112,10 +118,12 @@ async def _hold(url: str, token: str | None, queue: str, n: int) -> None:
     print(json.dumps({"held": sent, "answers": dict(answers)}), flush=True)
 
 
-def _head(raw: bytes) -> tuple[int, int, bool]:
+def _head(raw: bytes) -> tuple[int, int, bool, float | None]:
+    """Status, body length, whether the service closes, and Retry-After (s) if any."""
     lines = raw.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ", 2)[1])
     length, close = 0, False
+    retry_after: float | None = None
     for line in lines[1:]:
         name, _, value = line.partition(":")
         name = name.strip().lower()
@@ -123,7 +131,9 @@ def _head(raw: bytes) -> tuple[int, int, bool]:
             length = int(value)
         elif name == "connection" and value.strip().lower() == "close":
             close = True
-    return status, length, close
+        elif name == "retry-after":
+            retry_after = float(value.strip())
+    return status, length, close, retry_after
 
 
 def _raise_nofile() -> None:
