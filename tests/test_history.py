@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from jobq.core import duties
 from jobq.store import history
 from tests.conftest import make_settings, running_app
-from tests.helpers import claim, counts, enqueue, patch_queue
+from tests.helpers import claim, counts, enqueue, history_made, patch_queue
 from tests.waiting import aeventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -236,11 +236,8 @@ async def test_the_hot_table_stays_small_under_churn(client: httpx.AsyncClient, 
     maintenance duty does when autovacuum does not): its size stops growing. Before, every
     finished job stayed in it until retention."""
     # The leader's first round makes the history's partitions, a transaction each: a VACUUM
-    # meanwhile keeps what those transactions may still see. Churn starts after it.
-    async def partitions_made() -> bool:
-        return (await rows(database_url, "SELECT count(*) FROM pg_inherits "
-                                         "WHERE inhparent = 'jobs_history'::regclass"))[0][0] > 1
-    await aeventually(partitions_made, what="the leader's first history partitions")
+    # meanwhile keeps what those transactions may still see. Churn starts after the round.
+    await aeventually(lambda: history_made(database_url), what="the leader's first history partitions")
     sizes = []
     payload = {"blob": "y" * 500}
     for _ in range(12):

@@ -43,8 +43,8 @@ STATEMENT_TIMEOUT = "10min"
 # The DDL can fail with these and be tried again at the next round.
 _AGAIN = (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected,
           psycopg.errors.QueryCanceled,
-          # A row of the new range reached the DEFAULT partition after HistoryDefaultHolds
-          # looked: the ATTACH refuses; the next round takes it, under the lock.
+          # The ATTACH found a row of the new range in the DEFAULT partition: not expected,
+          # since the rows are taken under the write lock, but the next round would take it.
           psycopg.errors.CheckViolation)
 
 
@@ -120,6 +120,36 @@ async def _step(conn: psycopg.AsyncConnection[Any], *statements: sql.Composed) -
     return rows
 
 
+async def _make(conn: psycopg.AsyncConnection[Any], name: str, lo: int, hi: int) -> bool | None:
+    """Make and attach one partition, taking its rows from the DEFAULT partition; None when a
+    lock was not granted in time (try again next round).
+
+    jobs_history is locked first, so that every statement sees the partitions and the rows
+    of one side of the ATTACH's commit. Writes always: an insert that routed its row by the
+    partitions it saw before the commit would put it in the DEFAULT partition after it, which
+    PostgreSQL refuses (an ack failing with a partition constraint violation, seen in
+    test_duties). Reads too when rows move out of the DEFAULT partition: a read that listed
+    the partitions before the commit, and read rows after it, would miss them (a 404 on GET of
+    a job just completed, seen in test_concurrency and test_cli_views). Whether rows move is
+    read under the write lock, so no finish can add one after the look (it did, when the look
+    was a transaction of its own). Held for the making of one empty partition, or the move."""
+    try:
+        async with conn.transaction():
+            await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+            await conn.execute(f"SET LOCAL statement_timeout = '{STATEMENT_TIMEOUT}'")
+            await conn.execute(_fill(Q.HistoryLockWrites, name))
+            cur = await conn.execute(_fill(Q.HistoryDefaultHolds, name, lo, hi))
+            row = await cur.fetchone()
+            if row is not None and row["holds"]:
+                await conn.execute(_fill(Q.HistoryLockAll, name))
+            await conn.execute(_fill(Q.HistoryPartitionNew, name))
+            await conn.execute(_fill(Q.HistoryDefaultTake, name, lo, hi))
+            await conn.execute(_fill(Q.HistoryPartitionAttach, name, lo, hi))
+    except _AGAIN:
+        return None
+    return True
+
+
 async def drop_expired(db: Database) -> tuple[int, int]:
     """Drop the partitions whose range has passed. Returns (partitions, jobs) dropped.
 
@@ -170,26 +200,7 @@ async def create_ahead(db: Database, width_s: int) -> int:
             # Aligned to the width, even after the width setting changed.
             hi = (start // width_s + 1) * width_s
             name = partition_name(start, hi)
-            holds = await _step(conn, _fill(Q.HistoryDefaultHolds, name, start, hi))
-            if holds is None:
-                break
-            # jobs_history is locked first, so that every statement sees the partitions and
-            # the rows of one side of the ATTACH's commit. Writes always: an insert that
-            # routed its row by the partitions it saw before the commit would put it in the
-            # DEFAULT partition after it, which PostgreSQL refuses (an ack failing with a
-            # partition constraint violation, seen in test_duties). Reads too when rows move
-            # out of the DEFAULT partition: a read that listed the partitions before the
-            # commit, and read rows after it, would miss them (a 404 on GET of a job just
-            # completed, seen in test_concurrency). Held for the making of one empty
-            # partition, or the move.
-            lock = Q.HistoryLockAll if holds and holds[0]["holds"] else Q.HistoryLockWrites
-            done = await _step(
-                conn,
-                _fill(lock, name),
-                _fill(Q.HistoryPartitionNew, name),
-                _fill(Q.HistoryDefaultTake, name, start, hi),
-                _fill(Q.HistoryPartitionAttach, name, start, hi),
-            )
+            done = await _make(conn, name, start, hi)
             if done is None:
                 break  # next round
             made += 1

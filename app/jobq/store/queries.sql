@@ -918,7 +918,7 @@ SELECT greatest(max(greatest(retention_ms, dead_retention_ms)), %(default_ms)s::
 CREATE TABLE {part} (LIKE jobs_history INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
 
 -- name: HistoryDefaultHolds
--- Whether the DEFAULT partition holds rows of a new partition's range (then the leader locks jobs_history before taking them, see jobq.store.history).
+-- Whether the DEFAULT partition holds rows of a new partition's range; read under HistoryLockWrites, and when it does the leader locks reads too before taking them (see jobq.store.history).
 SELECT EXISTS (SELECT 1 FROM jobs_history_default WHERE expires_at >= {lo} AND expires_at < {hi}) AS holds;
 
 -- name: HistoryLockAll
