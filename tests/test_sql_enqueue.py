@@ -26,7 +26,7 @@ from psycopg import sql
 from jobq.store.migrate import alembic_config, engine, head_revision
 from tests import pg
 from tests.conftest import LiveServer, make_settings, running_app
-from tests.helpers import claim, claim_looked_since, database_now, long_polls_idle
+from tests.helpers import claim, claim_looked_since, database_now, history_made, long_polls_idle
 from tests.waiting import aeventually
 
 # Only a bell can bring a job to a long-poll this short before its wait ends: the watcher's
@@ -423,6 +423,10 @@ async def test_one_matrix_through_sql_and_http_stores_the_same(
     app: FastAPI, database_url: str, twin: tuple[str, FastAPI]
 ) -> None:
     sql_url, sql_app = twin
+    # The SQL side runs synchronously inside this event loop, which both services' leaders
+    # share: their first round's partition locks must be over before it (tests.helpers).
+    for url in (database_url, sql_url):
+        await aeventually(lambda url=url: history_made(url), what="the history partitions")
     async with asgi(app) as http, asgi(sql_app) as sql_side:
         await configure(http)
         await configure(sql_side)
