@@ -1,0 +1,355 @@
+"""A connection budget (issue 25, item 3): jobq run as a role with a CONNECTION LIMIT, as a
+managed database or a shared server gives it. Each replica holds its pool (JOBQ_POOL_MIN_SIZE
+up to JOBQ_POOL_SIZE) plus two session connections (LISTEN, the duties lock) and a transient
+one for the leader's upkeep, so the README's formula replicas x (JOBQ_POOL_SIZE + 3) <= the
+role's limit is a promise these tests hold it to:
+
+- three replicas inside it under load: one killed with SIGKILL comes back (ready within 60 s)
+  while the others answer no 5xx but 503 with Retry-After, and no job is lost or run twice;
+- a fourth replica past it waits, unready, logging one line per attempt, instead of exiting,
+  and comes in once another replica stops;
+- a replica gives the connections a burst opened back when idle, and says at start what it
+  will use.
+
+The role is not a superuser: PostgreSQL does not hold superusers to a role's limit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests import pg
+from tests.conftest import LiveServer
+from tests.test_rolling_restart import Balancer
+from tests.waiting import aeventually, eventually
+
+QUEUE = "budget"
+NO_SLOT = "no free connection slot"
+# One replica's connections past its pool: LISTEN, the duties lock, the leader's upkeep.
+SESSION_CONNECTIONS = 3
+
+
+def as_role(url: str, role: str) -> str:
+    """``url`` with ``role`` as its user (no password: the test server trusts local logins)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, f"{role}@{host}", parts.path, parts.query, parts.fragment))
+
+
+def _hand_over(database_url: str, role: str) -> None:
+    """Make ``role`` the owner of the test database and of everything jobq made in it, as a
+    deployment whose jobq role owns its schema: jobq migrates at start (and must find the
+    schema current) and its leader makes and drops history partitions, which takes the
+    owner of the partitioned table."""
+    who = sql.Identifier(role)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        db = conn.execute("SELECT current_database()").fetchone()
+        assert db is not None
+        conn.execute(sql.SQL("ALTER DATABASE {} OWNER TO {}").format(sql.Identifier(db[0]), who))
+        schemas = [r[0] for r in conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg\\_%' "
+            "AND nspname <> 'information_schema'")]
+        for schema in schemas:
+            conn.execute(sql.SQL("ALTER SCHEMA {} OWNER TO {}").format(sql.Identifier(schema), who))
+        # Tables first: a sequence a column owns changes owner with its table (and may not be
+        # changed on its own).
+        for kinds in (["r", "p", "v", "m", "f"], ["S"]):
+            rows = conn.execute(
+                "SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = ANY(%s) AND c.relkind = ANY(%s) "
+                "AND c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = %s)",
+                (schemas, kinds, role)).fetchall()
+            for schema, name in rows:
+                conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.Identifier(schema, name), who))
+        for (routine,) in conn.execute(
+                "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE n.nspname = ANY(%s)", (schemas,)).fetchall():
+            conn.execute(sql.SQL("ALTER ROUTINE {} OWNER TO {}").format(sql.SQL(routine), who))
+        for (type_,) in conn.execute(
+                "SELECT t.oid::regtype::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace "
+                "WHERE n.nspname = ANY(%s) AND t.typtype IN ('e', 'd', 'r', 'm')", (schemas,)).fetchall():
+            conn.execute(sql.SQL("ALTER TYPE {} OWNER TO {}").format(sql.SQL(type_), who))
+
+
+@pytest.fixture
+def budget_role(admin_url: str, database_url: str) -> Iterator[Callable[[int], str]]:
+    """``make(limit)``: a new login role (not a superuser) with CONNECTION LIMIT ``limit``,
+    owner of this test's database; returns the database's URL as that role."""
+    made: list[str] = []
+    name_of_db = urlsplit(database_url).path.lstrip("/")
+
+    def make(limit: int) -> str:
+        role = f"jobq_budget_{uuid.uuid4().hex[:10]}"
+        pg.admin_execute(admin_url, sql.SQL(
+            "CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE CONNECTION LIMIT {}").format(
+                sql.Identifier(role), sql.Literal(limit)))
+        made.append(role)
+        _hand_over(database_url, role)
+        return as_role(database_url, role)
+
+    yield make
+    for role in made:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+    # The database the role owns goes first (the fixture that made it drops it if it exists).
+    pg.drop(admin_url, name_of_db)
+    for role in made:
+        pg.admin_execute(admin_url, sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def role_of(url: str) -> str:
+    return urlsplit(url).netloc.rsplit("@", 1)[0]
+
+
+def connections(admin_url: str, role: str) -> Counter[str]:
+    """The role's connections, by application_name (pooled ones are ``jobq``)."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT application_name, count(*) FROM pg_stat_activity "
+                            "WHERE usename = %s GROUP BY 1", (role,)).fetchall()
+    return Counter({str(name): int(n) for name, n in rows})
+
+
+def log_of(server: LiveServer) -> str:
+    log = getattr(server, "log", None)  # set once the process is started
+    if log is None:
+        return ""
+    try:
+        return Path(log.name).read_text(errors="replace")
+    except FileNotFoundError:  # stopped: LiveServer.stop removes it
+        return ""
+
+
+def replica(url: str, pool_size: int, min_size: int | None = None, **env: str) -> LiveServer:
+    values = {"JOBQ_POOL_SIZE": str(pool_size), **env}
+    if min_size is not None:
+        values["JOBQ_POOL_MIN_SIZE"] = str(min_size)
+    return LiveServer(url, env=values)
+
+
+@pytest.mark.slow
+async def test_three_replicas_inside_the_budget_survive_a_kill(
+        admin_url: str, budget_role: Callable[[int], str]) -> None:
+    pool = 3
+    limit = 3 * (pool + SESSION_CONNECTIONS)  # exactly the README's formula: 18
+    url = budget_role(limit)
+    role = role_of(url)
+    servers = [replica(url, pool) for _ in range(3)]
+    lb = Balancer(servers)
+    created: set[str] = set()
+    completed: Counter[str] = Counter()
+    producing = True
+
+    async def producer(n: int) -> None:
+        for i in itertools.count():
+            if not producing:
+                return
+            r = await lb.call("POST", "/v1/jobs", {"queue": QUEUE, "type": "t",
+                                                    "idempotency_key": f"p{n}-{i}"})
+            assert r.status_code in (200, 201), r.text
+            created.add(r.json()["id"])
+
+    async def worker(n: int) -> None:
+        idle_since: float | None = None
+        while True:
+            # A short lease: a claim whose answer died with the killed replica leased its jobs
+            # to nobody, and they come back when it ends.
+            r = await lb.call("POST", "/v1/leases", {"worker_id": f"w{n}", "queues": [QUEUE],
+                                                     "limit": 5, "wait_ms": 500, "lease_ms": 3000})
+            assert r.status_code == 200, r.text
+            leases = r.json()["leases"]
+            if not leases:
+                if not producing:
+                    idle_since = idle_since or time.monotonic()
+                    if time.monotonic() - idle_since > 5:  # past the short lease
+                        return
+                continue
+            idle_since = None
+            r = await lb.call("POST", "/v1/leases/ack", {"acks": [
+                {"lease_id": le["lease_id"], "result": None} for le in leases]})
+            assert r.status_code == 200, r.text
+            for le, item in zip(leases, r.json()["results"], strict=True):
+                if item.get("ok") or item.get("already_completed"):
+                    completed[le["job"]["id"]] += 1
+
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for s in servers:
+            await asyncio.to_thread(s.start)
+        tasks = [asyncio.create_task(producer(n)) for n in range(3)]
+        tasks += [asyncio.create_task(worker(n)) for n in range(4)]
+        await aeventually(lambda: len(completed) >= 50, what=lambda: (
+            f"the load flowing: {len(completed)} jobs completed; answers {dict(lb.statuses)}; "
+            f"{lb.bad[:3]}; connections {connections(admin_url, role)}"))
+        peak = connections(admin_url, role)
+        assert sum(peak.values()) <= limit, peak
+
+        victim = servers[0]  # the first started: the duties leader
+        victim.kill()
+        t0 = time.monotonic()
+        await asyncio.to_thread(victim.start, 60.0)
+        took = time.monotonic() - t0
+        assert took < 60, took
+        before = lb.answered[victim.url]
+        await aeventually(lambda: lb.answered[victim.url] >= before + 20, timeout_s=30,
+                          what="the restarted replica answering again")
+        producing = False
+        await asyncio.wait_for(asyncio.gather(*tasks), 90)
+    finally:
+        producing = False
+        for task in tasks:
+            task.cancel()
+        for s in servers:
+            s.stop()
+
+    assert lb.bad == [], lb.bad[:5]
+    assert len(created) > 50, lb.statuses
+    assert set(completed) == created, f"{len(created - set(completed))} jobs answered 201 never completed"
+    assert [j for j, n in completed.items() if n > 1] == []
+
+
+def fill_slots(url: str) -> list[psycopg.Connection[tuple[object, ...]]]:
+    """Open connections as the role until PostgreSQL refuses one: the budget is then spent."""
+    held: list[psycopg.Connection[tuple[object, ...]]] = []
+    try:
+        while True:
+            try:
+                held.append(psycopg.connect(url, autocommit=True, application_name="budget-filler"))
+            except psycopg.OperationalError as exc:
+                assert "too many connections for role" in str(exc), exc
+                return held
+            assert len(held) < 100, "the role's connection limit does not hold"
+    except BaseException:
+        for conn in held:
+            conn.close()
+        raise
+
+
+@pytest.mark.slow
+async def test_a_replica_past_the_budget_waits_for_a_slot(
+        admin_url: str, budget_role: Callable[[int], str]) -> None:
+    pool = 2
+    limit = 3 * (pool + SESSION_CONNECTIONS)  # three replicas fit: 15
+    url = budget_role(limit)
+    role = role_of(url)
+    # A pool that neither grows nor shrinks: what the three hold stays put while the test
+    # spends the rest of the budget.
+    servers = [replica(url, pool, min_size=pool) for _ in range(3)]
+    fourth = replica(url, pool, min_size=pool)
+    held: list[psycopg.Connection[tuple[object, ...]]] = []
+    starting: asyncio.Task[None] | None = None
+    try:
+        for s in servers:
+            await asyncio.to_thread(s.start)
+        # The leader's first history round (partitions made on a connection of its own) is
+        # over once no such transient connection is left.
+        eventually(lambda: sum(connections(admin_url, role).values()) == 3 * (pool + 2),
+                   what=lambda: f"the three replicas settled: {connections(admin_url, role)}",
+                   poll_s=0.2)
+        held = fill_slots(url)
+        assert sum(connections(admin_url, role).values()) == limit
+
+        starting = asyncio.create_task(asyncio.to_thread(fourth.start, 120.0))
+        await aeventually(lambda: log_of(fourth).count(NO_SLOT) >= 3, timeout_s=30,
+                          what=lambda: f"three attempts logged:\n{log_of(fourth)[-2000:]}", poll_s=0.2)
+        assert fourth.proc is not None and fourth.proc.poll() is None, log_of(fourth)
+        assert not starting.done()
+        async with httpx.AsyncClient(timeout=1) as c:
+            with pytest.raises(httpx.TransportError):  # not listening while it waits
+                await c.get(fourth.url + "/readyz")
+        attempts = [line for line in log_of(fourth).splitlines() if NO_SLOT in line]
+        assert "Traceback" not in log_of(fourth), log_of(fourth)[-3000:]
+        # Backoff, not a busy loop: a few lines over the seconds it has waited.
+        assert len(attempts) < 20, attempts
+
+        await asyncio.to_thread(servers[2].stop)  # not the leader: it frees just its own
+        t0 = time.monotonic()
+        await asyncio.wait_for(starting, 60)
+        assert time.monotonic() - t0 < 60
+
+        async with httpx.AsyncClient(base_url=fourth.url, timeout=10) as c:
+            r = await c.post("/v1/jobs", json={"queue": QUEUE, "type": "t"})
+            assert r.status_code == 201, r.text
+            r = await c.post("/v1/leases", json={"worker_id": "w", "queues": [QUEUE], "wait_ms": 0})
+            assert r.status_code == 200, r.text
+            assert len(r.json()["leases"]) == 1
+    finally:
+        if starting is not None and not starting.done():
+            with contextlib.suppress(Exception):
+                fourth.kill()
+        for conn in held:
+            conn.close()
+        if starting is not None:
+            with contextlib.suppress(Exception):
+                await starting
+        for s in [*servers, fourth]:
+            s.stop()
+
+
+@pytest.mark.slow
+async def test_idle_connections_go_back_and_the_start_says_what_it_uses(
+        admin_url: str, budget_role: Callable[[int], str]) -> None:
+    pool, idle_s = 10, 6
+    url = budget_role(pool + SESSION_CONNECTIONS)  # one replica: the formula with replicas = 1
+    role = role_of(url)
+    server = replica(url, pool, min_size=1, JOBQ_POOL_IDLE_S=str(idle_s), JOBQ_DB_TIMEOUT_S="8")
+    locker: psycopg.Connection[tuple[object, ...]] | None = None
+    try:
+        await asyncio.to_thread(server.start)
+        said = [line for line in log_of(server).splitlines() if "database connections" in line]
+        assert len(said) == 1, log_of(server)[-3000:]
+        assert re.search(r"\b10\b", said[0]) and re.search(r"\b1\b", said[0]), said[0]
+
+        # Few at start: the minimum (a request or the reaper may have one more in use).
+        eventually(lambda: connections(admin_url, role)["jobq"] <= 2,
+                   what=lambda: f"few pooled connections at start: {connections(admin_url, role)}")
+
+        # A burst that holds connections: enqueues wait on a lock of the jobs table, each on a
+        # pooled connection of its own, so the pool grows to its maximum.
+        locker = psycopg.connect(pg.with_database(admin_url, urlsplit(url).path.lstrip("/")))
+        locker.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as c:
+            burst = [asyncio.create_task(c.post("/v1/jobs", json={"queue": QUEUE, "type": "t"}))
+                     for _ in range(pool + 4)]
+            await aeventually(lambda: connections(admin_url, role)["jobq"] >= pool, timeout_s=15,
+                              what=lambda: f"the pool grown: {connections(admin_url, role)}", poll_s=0.1)
+            assert connections(admin_url, role)["jobq"] == pool  # and not past its maximum
+            locker.commit()
+            answers = await asyncio.gather(*burst)
+        assert [r.status_code for r in answers] == [201] * len(answers), [r.text for r in answers]
+
+        t0 = time.monotonic()
+        await aeventually(lambda: connections(admin_url, role)["jobq"] <= 2, timeout_s=2 * idle_s + 10,
+                          what=lambda: f"idle connections given back: {connections(admin_url, role)}",
+                          poll_s=0.2)
+        took = time.monotonic() - t0
+        assert took <= 2 * idle_s + 5, f"idle connections went back after {took:.1f} s (JOBQ_POOL_IDLE_S={idle_s})"
+        assert "Traceback" not in log_of(server), log_of(server)[-3000:]
+    finally:
+        if locker is not None:
+            locker.close()
+        server.stop()
+
+
+def test_role_url_is_not_a_superuser(admin_url: str, budget_role: Callable[[int], str]) -> None:
+    """The limit the other tests rely on binds: the role is no superuser, and PostgreSQL
+    refuses it a connection past its limit."""
+    url = budget_role(2)
+    with psycopg.connect(url) as a, psycopg.connect(url) as b:
+        row = a.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()
+        assert row == (False,)
+        assert b.execute("SELECT 1").fetchone() == (1,)
+        with pytest.raises(psycopg.OperationalError, match="too many connections for role"):
+            psycopg.connect(url)
