@@ -120,7 +120,7 @@ class Settings(BaseSettings):
         "past it a long-poll is answered at once, with the jobs it finds or 503 "
         "too_many_long_polls and Retry-After. Unset: derived from the descriptor limit (raised "
         "to the hard limit at start) as (limit - pool_size - 3 - 64) // 2: one descriptor per "
-        "pooled connection, 3 for the LISTEN, NOTIFY and leader connections, 64 for the "
+        "pooled connection, 3 for the LISTEN, leader and upkeep connections, 64 for the "
         "process's own, and half of the rest kept for every other request",
     )
     history_partition_s: int = Field(
