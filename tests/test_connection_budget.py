@@ -35,13 +35,48 @@ from psycopg import sql
 
 from tests import pg
 from tests.conftest import LiveServer
-from tests.test_rolling_restart import Balancer
 from tests.waiting import aeventually, eventually
 
 QUEUE = "budget"
 NO_SLOT = "no free connection slot"
 # One replica's connections past its pool: LISTEN, the duties lock, the leader's upkeep.
 SESSION_CONNECTIONS = 3
+
+
+class Balancer:
+    """Sends each request to the next replica that takes a connection, as a load balancer
+    would, and records every answer. A request whose answer was lost goes again to another
+    replica: with an idempotency key (enqueue) or a lease (ack) that is safe, and it is what
+    clients do. A 5xx other than a 503 with Retry-After is recorded as bad."""
+
+    def __init__(self, servers: list[LiveServer]) -> None:
+        self.servers = servers
+        self.turn = itertools.cycle(range(len(servers)))
+        self.statuses: Counter[int] = Counter()
+        self.bad: list[str] = []
+        self.answered: Counter[str] = Counter()  # answers by replica URL
+        # A new connection per request (a kept-alive one may be the killed replica's), from
+        # one client: a client each costs its TLS context, tens of ms on a busy machine.
+        self.http = httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_keepalive_connections=0))
+
+    async def call(self, method: str, path: str, body: dict[str, object]) -> httpx.Response:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            server = self.servers[next(self.turn)]
+            try:
+                r = await self.http.request(method, server.url + path, json=body)
+            except httpx.TransportError:
+                await asyncio.sleep(0.02)  # a client's pause before its retry
+                continue
+            self.statuses[r.status_code] += 1
+            self.answered[server.url] += 1
+            if r.status_code >= 500:
+                if r.status_code != 503 or "retry-after" not in r.headers:
+                    self.bad.append(f"{method} {path}: {r.status_code} {r.text[:200]}")
+                await asyncio.sleep(0.05)
+                continue
+            return r
+        raise AssertionError(f"{method} {path}: no replica answered for 30 s")
 
 
 def as_role(url: str, role: str) -> str:
@@ -188,6 +223,7 @@ async def test_three_replicas_inside_the_budget_survive_a_kill(
             task.cancel()
         for s in servers:
             s.stop()
+        await lb.http.aclose()
 
     assert lb.bad == [], lb.bad[:5]
     assert 0 < pooled_peak <= 3 * pool, pooled_peak  # each pool within its maximum
