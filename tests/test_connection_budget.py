@@ -5,7 +5,9 @@ one for the leader's upkeep, so the README's formula replicas x (JOBQ_POOL_SIZE 
 role's limit is a promise these tests hold it to:
 
 - three replicas inside it under load: one killed with SIGKILL comes back (ready within 60 s)
-  while the others answer no 5xx but 503 with Retry-After, and no job is lost or run twice;
+  while the others answer no 5xx but 503 with Retry-After; every job answered 201 is
+  completed, none by two leases (a claim whose answer died with the killed replica leased its
+  jobs to nobody: they come back when the lease ends, at-least-once);
 - a fourth replica past it waits, unready, logging one line per attempt, instead of exiting,
   and comes in once another replica stops;
 - a replica gives the connections a burst opened back when idle, and says at start what it
