@@ -26,6 +26,10 @@ RETENTION_EVERY_S = 10.0
 # How often the leader checks that it still holds the lock, and looks whether retention is due.
 LEAD_EVERY_S = 1.0
 TAKEOVER_EVERY_S = 1.0
+# After failures in a row (the database away, or no connection slot free for the lock's
+# session), the next try waits twice as long each time, up to this: one log line per try,
+# not one a second for as long as a database over its connection budget stays full.
+TAKEOVER_BACKOFF_MAX_S = 5.0
 # Between retention batches, so deletes never hog the table or the disk.
 RETENTION_PAUSE_S = 0.05
 
@@ -68,13 +72,23 @@ async def lead(ctx: Context, leadership: Leadership) -> None:
 
 async def run_duties(ctx: Context, leadership: Leadership) -> None:
     await maintenance.check_at_start(ctx)  # every process: warn if autovacuum is off
+    failures = 0
     while True:
         try:
             if await leadership.try_acquire():
                 await lead(ctx, leadership)
+            failures = 0
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the database went away; try again, maybe as a follower
-            log.warning("background duties interrupted: %s", exc)
+            failures += 1
+            pause = retry_pause(failures)
+            log.warning("background duties interrupted: %s; trying again in %.1f s", exc, pause)
             await leadership.release()
+            await asyncio.sleep(pause - TAKEOVER_EVERY_S)
         await asyncio.sleep(TAKEOVER_EVERY_S)
+
+
+def retry_pause(failures: int) -> float:
+    """The pause before the next try after ``failures`` failures in a row: 1, 2, 4, then 5 s."""
+    return min(TAKEOVER_BACKOFF_MAX_S, TAKEOVER_EVERY_S * 2 ** (failures - 1))

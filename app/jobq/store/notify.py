@@ -43,6 +43,10 @@ log = logging.getLogger("jobq.notify")
 
 CHANNEL = "jobq_jobs"
 _RECONNECT_S = 1.0
+# Reconnecting after failures in a row waits twice as long each time, up to this: a database
+# away (or over its connection budget) gets one log line per try, not one a second. The
+# safety recheck (core.wakeups) looks at every waited-on queue meanwhile.
+_RECONNECT_MAX_S = 5.0
 HELLO = "*hello"
 HERE = "*here"
 SCHEDULES = "*schedules"
@@ -137,11 +141,13 @@ class Notifications:
                 await asyncio.sleep(_RECONNECT_S)
 
     async def _listen(self) -> None:
+        failures = 0
         while True:
             try:
                 async with await connect(self.db.direct_url, APPLICATION_NAME) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
+                    failures = 0
                     self._all_missed()
                     # Heard by every process listening now, including those started while
                     # this connection was away.
@@ -154,8 +160,10 @@ class Notifications:
                 raise
             except Exception as exc:
                 self.listening.clear()
-                log.warning("LISTEN connection lost (%s); reconnecting", exc)
-                await asyncio.sleep(_RECONNECT_S)
+                failures += 1
+                pause = min(_RECONNECT_MAX_S, _RECONNECT_S * 2 ** (failures - 1))
+                log.warning("LISTEN connection lost (%s); reconnecting in %.0f s", exc, pause)
+                await asyncio.sleep(pause)
 
 
     def _from(self, origin: str, queue: str, count: int | None) -> None:
