@@ -119,7 +119,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         return
     # SIGINT is pgbouncer's safe shutdown (it waits for server connections to be released);
     # a client still holding one must not keep the test waiting long.
-    for sig, wait_s in ((signal.SIGINT, 3.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 10.0)):
+    for sig, wait_s in ((signal.SIGINT, 1.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 10.0)):
         proc.send_signal(sig)
         try:
             proc.wait(wait_s)
