@@ -173,7 +173,13 @@ def migrate_cmd() -> None:
     settings = load_settings()
     setup_logging(settings)
     with ExitStack() as stack:
-        migrate_database(settings.direct_url(database(stack, settings)))
+        url = database(stack, settings)
+        direct_url = settings.direct_url(url)
+        # As `jobq serve` does: migrations hold a session's advisory lock, which a transaction
+        # pooler would strand on one of its server sessions (one line and exit 2 instead).
+        if settings.database_url:
+            pooling_of(settings, url, direct_url)
+        migrate_database(direct_url)
     typer.echo("jobq: schema is up to date")
 
 
