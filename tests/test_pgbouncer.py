@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import re
 import subprocess
@@ -356,6 +357,35 @@ def test_migrate_goes_through_the_direct_connection(admin_url: str) -> None:
                 assert "schema is up to date" in out
             assert sql(direct, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
             assert sql(direct, "SELECT to_regclass('jobs') IS NOT NULL") == [(True,)]
+            assert_ran_nothing_session_bound(direct)
+    finally:
+        pg.drop(admin_url, name)
+
+
+def test_tokens_refuse_a_transaction_pooler_without_a_direct_connection(admin_url: str) -> None:
+    """``jobq tokens`` migrates first, as ``jobq migrate`` does: through a transaction pooler
+    alone it refuses, in one line (a JSON object with ``--json``), and touches nothing; with
+    the direct URL its token is made there."""
+    name = f"jobq_bouncer_{uuid.uuid4().hex[:10]}"
+    pg.admin_execute(admin_url, pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(name)))
+    direct = pg.with_database(admin_url, name)
+    try:
+        with pgbouncer(direct, "transaction", default_pool_size=4) as bouncer:
+            alone = clean_env(JOBQ_DATABASE_URL=bouncer.url)
+            refused, _ = jobq("tokens", "create", "--role", "admin", env=alone)
+            assert refused.returncode == 2, refused.stderr
+            (line,) = refused.stderr.splitlines()
+            assert line.startswith("jobq: ") and "JOBQ_DIRECT_DATABASE_URL" in line, line
+            refused, _ = jobq("tokens", "create", "--role", "admin", "--json", env=alone)
+            assert refused.returncode == 2, refused.stderr
+            assert "JOBQ_DIRECT_DATABASE_URL" in json.loads(refused.stderr)["error"]
+            assert sql(direct, "SELECT to_regclass('alembic_version')") == [(None,)]
+
+            made, _ = jobq("tokens", "create", "--role", "admin",
+                           env=clean_env(JOBQ_DATABASE_URL=bouncer.url, JOBQ_DIRECT_DATABASE_URL=direct))
+            assert made.returncode == 0, made.stderr
+            assert made.stdout.strip().startswith("jq_")
+            assert sql(direct, "SELECT count(*) FROM tokens") == [(1,)]
             assert_ran_nothing_session_bound(direct)
     finally:
         pg.drop(admin_url, name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
 
@@ -120,9 +120,16 @@ def migrate_database(url: str) -> None:
     reach(url, lambda: migrate(url))
 
 
-def pooling_of(settings: Settings, url: str, direct_url: str) -> str:
+def _refuse(message: str) -> NoReturn:
+    typer.echo(f"jobq: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def pooling_of(settings: Settings, url: str, direct_url: str,
+               refuse: Callable[[str], NoReturn] = _refuse, *, say: bool = True) -> str:
     """What the pool's URL reaches (JOBQ_DATABASE_POOLING, probed when ``auto``), after
-    checking that what needs a session has one: one line and exit 2 when it has not."""
+    checking that what needs a session has one: ``refuse`` (one line, exit 2) when it has
+    not. ``say``: one line on stderr when it is a transaction pooler."""
     import asyncio
 
     from jobq.store.pooling import probe
@@ -134,18 +141,17 @@ def pooling_of(settings: Settings, url: str, direct_url: str) -> str:
     if pooling != "transaction":
         return pooling
     if direct_url == url:
-        typer.echo(f"jobq: JOBQ_DATABASE_URL goes through a transaction pooler ({how}; such as "
-                   "pgbouncer with pool_mode = transaction), where LISTEN, the duties' lock and "
-                   "migrations cannot work: set JOBQ_DIRECT_DATABASE_URL to a direct connection "
-                   "to the same database", err=True)
-        raise typer.Exit(2)
+        refuse(f"JOBQ_DATABASE_URL goes through a transaction pooler ({how}; such as pgbouncer "
+               "with pool_mode = transaction), where LISTEN, the duties' lock and migrations "
+               "cannot work: set JOBQ_DIRECT_DATABASE_URL to a direct connection to the same "
+               "database")
     if reach(direct_url, lambda: asyncio.run(probe(direct_url))) == "transaction":
-        typer.echo("jobq: JOBQ_DIRECT_DATABASE_URL goes through a transaction pooler too: point "
-                   "it at PostgreSQL itself (or at a session pooler)", err=True)
-        raise typer.Exit(2)
-    typer.echo(f"jobq: {where_db(url)} is reached through a transaction pooler ({how}): the "
-               "pool prepares no statements and keeps no session settings; LISTEN, the duties' "
-               "lock and migrations use JOBQ_DIRECT_DATABASE_URL", err=True)
+        refuse("JOBQ_DIRECT_DATABASE_URL goes through a transaction pooler too: point it at "
+               "PostgreSQL itself (or at a session pooler)")
+    if say:
+        typer.echo(f"jobq: {where_db(url)} is reached through a transaction pooler ({how}): the "
+                   "pool prepares no statements and keeps no session settings; LISTEN, the "
+                   "duties' lock and migrations use JOBQ_DIRECT_DATABASE_URL", err=True)
     return pooling
 
 

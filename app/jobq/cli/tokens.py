@@ -25,7 +25,7 @@ import typer
 
 from jobq.cli.help_format import CommandGroup, print_help_and_exit
 from jobq.cli.output import AsJson, console, fail, print_json
-from jobq.cli.server_setup import database, load_settings, need_server
+from jobq.cli.server_setup import database, load_settings, need_server, pooling_of
 from jobq.cli.views import tokens_table
 
 if TYPE_CHECKING:
@@ -71,8 +71,14 @@ def _on_database(action: Callable[[Database], Awaitable[T]], as_json: bool) -> T
     # matters (warnings still reach stderr through logging's last resort).
     settings = load_settings()
     with ExitStack() as stack:
-        # Migrations and this one connection need no pooler: the session URL when there is one.
-        url = settings.direct_url(database(stack, settings))
+        pooled_url = database(stack, settings)
+        url = settings.direct_url(pooled_url)
+        # Migrations take a session's lock: never through a transaction pooler (one line, in
+        # this command's style, naming JOBQ_DIRECT_DATABASE_URL), and this one connection
+        # needs none either, so everything here goes to the session URL.
+        if settings.database_url:
+            pooling_of(settings, pooled_url, url,
+                       lambda message: fail(message, 2, as_json=as_json), say=False)
         try:
             migrate(url)
         except Exception as exc:  # sqlalchemy's OperationalError and kin: no traceback
