@@ -167,3 +167,102 @@ async def test_local_mode_long_polls_are_unaffected(database_url: str) -> None:
         assert r.status_code == 201, r.text
         r = await asyncio.wait_for(poll, WAIT_MS / 1000 + 5)
         assert r.status_code == 200 and len(r.json()["leases"]) == 1, r.text
+
+
+# --- Revoked elsewhere, not yet read here: the claim statement itself checks the token ------
+#
+# Another replica (or `jobq tokens revoke`) revokes a token in the database; this process's
+# table of tokens learns of it at its next read, up to half a second later. Within that gap a
+# claim must still hand nothing out. The tests stop the table's periodic read, so the gap
+# lasts as long as they need: nothing but the claim's own statement can refuse the token.
+
+
+def stop_token_reads() -> None:
+    """Cancel the app's periodic read of the tokens (its task "jobq-tokens"): from now on
+    this process knows only what it read before, as a replica that has not refreshed yet."""
+    reads = [t for t in asyncio.all_tasks() if t.get_name() == "jobq-tokens"]
+    assert len(reads) == 1, reads
+    reads[0].cancel()
+
+
+def revoke_in_database(database_url: str, token_id: str) -> None:
+    """As another replica's DELETE /v1/tokens/{id} does: committed before this returns."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("UPDATE tokens SET revoked_at = now() WHERE id = %s", (token_id,))
+
+
+def still_live_here(app: FastAPI, headers: dict[str, str]) -> bool:
+    return app.state.tokens.authenticate(headers["Authorization"].removeprefix("Bearer ")) is not None
+
+
+async def job_of(c: httpx.AsyncClient, job_id: int) -> dict[str, Any]:
+    r = await c.get(f"/v1/jobs/{job_id}", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+async def test_a_long_poll_is_refused_by_its_claim_when_the_revocation_has_not_reached_this_replica(
+        app: FastAPI, database_url: str) -> None:
+    token_id, worker = await worker_token(app)
+    _, other = await worker_token(app)
+    stop_token_reads()
+    async with client_of(app) as c:
+        poll = asyncio.create_task(claim(c, worker))
+        await long_polls_idle(app, QUEUE, 1)
+        revoke_in_database(database_url, token_id)
+        assert still_live_here(app, worker)  # this process has not read the revocation
+        job_id = await enqueue(c)  # rings the waiting long-poll here, at once
+        revoked_answer(await asyncio.wait_for(poll, WAIT_MS / 1000 + 5))
+
+        job = await job_of(c, job_id)
+        assert job["status"] == "pending" and job["attempt"] == 0, job
+        # The claim told this process: the token is refused at the door from now on.
+        assert not still_live_here(app, worker)
+        revoked_answer(await claim(c, worker, wait_ms=0))
+        # The job is left for a worker whose token is valid.
+        r = await claim(c, other, wait_ms=0)
+        assert r.status_code == 200, r.text
+        assert [le["job"]["id"] for le in r.json()["leases"]] == [job_id]
+
+
+@pytest.mark.parametrize("kind", ["plain", "aged", "capped", "several queues"])
+async def test_a_claim_under_a_token_revoked_in_the_database_takes_nothing(
+        app: FastAPI, database_url: str, kind: str) -> None:
+    """Every statement that hands out jobs checks the token: one queue (JobClaim), one with
+    aging (JobClaimAged), one with max_running (its own transaction), and several at once
+    (JobClaimMany)."""
+    queues = ["first", QUEUE] if kind == "several queues" else [QUEUE]
+    token_id, worker = await worker_token(app)
+    _, other = await worker_token(app)
+    async with client_of(app) as c:
+        if kind != "plain":
+            settings = {"aged": {"aging_ms": 60_000}, "capped": {"max_running": 5},
+                        "several queues": {}}[kind]
+            for queue in queues:
+                r = await c.patch(f"/v1/queues/{queue}", json=settings, headers=ADMIN)
+                assert r.status_code == 200, r.text
+        job_id = await enqueue(c)
+        stop_token_reads()
+        revoke_in_database(database_url, token_id)
+        assert still_live_here(app, worker)
+
+        body = {"worker_id": "w", "queues": queues, "limit": 10}
+        revoked_answer(await c.post("/v1/leases", headers=worker, json=body))
+        job = await job_of(c, job_id)
+        assert job["status"] == "pending" and job["attempt"] == 0, job
+        assert not still_live_here(app, worker)
+
+        r = await c.post("/v1/leases", headers=other, json=body)
+        assert r.status_code == 200, r.text
+        assert [le["job"]["id"] for le in r.json()["leases"]] == [job_id]
+
+
+async def test_the_admin_token_of_the_environment_claims_without_a_token_row(app: FastAPI) -> None:
+    """JOBQ_ADMIN_TOKEN has no row in tokens (nothing revokes it): its claims are not
+    refused for want of one."""
+    async with client_of(app) as c:
+        job_id = await enqueue(c)
+        r = await claim(c, ADMIN, wait_ms=0)
+        assert r.status_code == 200, r.text
+        assert [le["job"]["id"] for le in r.json()["leases"]] == [job_id]
