@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -20,8 +20,9 @@ from jobq.client import Unauthorized
 from jobq.core import tokens
 from jobq.domain.access import Role
 from jobq.worker import Worker
-from tests.conftest import make_settings
+from tests.conftest import LiveServer, make_settings
 from tests.helpers import long_polls_idle, problem
+from tests.waiting import aeventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -266,3 +267,77 @@ async def test_the_admin_token_of_the_environment_claims_without_a_token_row(app
         r = await claim(c, ADMIN, wait_ms=0)
         assert r.status_code == 200, r.text
         assert [le["job"]["id"] for le in r.json()["leases"]] == [job_id]
+
+
+
+# --- Two real replicas: revoked through A while the long-poll waits on B ------------------
+
+ROUNDS = 12
+LONG_POLL_SETTLES_S = 0.3
+
+
+@pytest.fixture
+def replicas_with_tokens(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Two `jobq serve` processes on one database, with the bootstrap admin token."""
+    env = {"JOBQ_ADMIN_TOKEN": ADMIN_TOKEN}
+    a, b = LiveServer(database_url, env=env), LiveServer(database_url, env=env)
+    try:
+        a.start()
+        b.start()
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+async def new_worker_token(c: httpx.AsyncClient, via: LiveServer, known_to: LiveServer) -> tuple[str, dict[str, str]]:
+    """A worker token made through ``via``, once ``known_to`` accepts it too."""
+    r = await c.post(via.url + "/v1/tokens", json={"role": "worker"}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    headers = bearer(r.json()["token"])
+
+    async def accepted() -> bool:
+        r = await c.post(known_to.url + "/v1/leases", headers=headers,
+                         json={"worker_id": "probe", "queues": ["probe"], "wait_ms": 0})
+        return r.status_code == 200
+
+    await aeventually(accepted, what="the new token accepted by the other replica")
+    return r.json()["id"], headers
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+async def test_a_long_poll_on_one_replica_gets_no_job_after_its_token_is_revoked_through_another(
+        replicas_with_tokens: tuple[LiveServer, LiveServer]) -> None:
+    """The race of issue 25: B's table of tokens reads the revocation up to half a second
+    after A commits it, and the job enqueued through A reaches B's long-poll (NOTIFY) in
+    milliseconds. B's claim must refuse the token by itself, every time: 401, the job left
+    pending for a worker whose token is valid."""
+    a, b = replicas_with_tokens
+    async with httpx.AsyncClient(timeout=30) as c:
+        _, other = await new_worker_token(c, a, b)
+        for round_ in range(ROUNDS):
+            token_id, worker = await new_worker_token(c, a, b)
+            poll = asyncio.create_task(c.post(b.url + "/v1/leases", headers=worker, json={
+                "worker_id": "revoked", "queues": [QUEUE], "wait_ms": WAIT_MS}))
+            # Time for the long-poll to pass B's door and look once (milliseconds): nothing
+            # outside B shows it waiting (its pool sessions are soon reused by B's own reads).
+            # Whether it waits or is still on its first look, its claim runs after the
+            # revocation below, so the assertions hold either way.
+            await asyncio.sleep(LONG_POLL_SETTLES_S)
+            assert not poll.done(), (round_, (await poll).text)
+            r = await c.delete(f"{a.url}/v1/tokens/{token_id}", headers=ADMIN)
+            assert r.status_code == 200, r.text
+            r = await c.post(a.url + "/v1/jobs", json={"type": "t", "queue": QUEUE}, headers=ADMIN)
+            assert r.status_code == 201, r.text
+            job_id = r.json()["id"]
+
+            answer = await asyncio.wait_for(poll, WAIT_MS / 1000 + 5)
+            assert answer.status_code == 401, (round_, answer.text)  # not 200 with the job
+            revoked_answer(answer)
+            r = await c.get(f"{a.url}/v1/jobs/{job_id}", headers=ADMIN)
+            assert r.json()["status"] == "pending" and r.json()["attempt"] == 0, (round_, r.text)
+            r = await c.post(b.url + "/v1/leases", headers=other,
+                             json={"worker_id": "valid", "queues": [QUEUE], "wait_ms": 0})
+            assert r.status_code == 200, r.text
+            assert [le["job"]["id"] for le in r.json()["leases"]] == [job_id], (round_, r.text)
