@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from jobq.api.app import create_app
 from jobq.client import Unauthorized
-from jobq.core import tokens
+from jobq.core import leases, tokens
 from jobq.domain.access import Role
 from jobq.worker import Worker
 from tests.conftest import LiveServer, make_settings
@@ -341,3 +341,32 @@ async def test_a_long_poll_on_one_replica_gets_no_job_after_its_token_is_revoked
                              json={"worker_id": "valid", "queues": [QUEUE], "wait_ms": 0})
             assert r.status_code == 200, r.text
             assert [le["job"]["id"] for le in r.json()["leases"]] == [job_id], (round_, r.text)
+
+
+async def test_jobs_leased_before_the_revocation_committed_are_handed_out_and_no_more(
+        app: FastAPI, database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A claim over a capped queue and another runs one statement each. Revoked between them
+    (committed after the first ran, before the second), the first one's job was leased under
+    a live token: it is answered, not left to sit out its lease. The second leases nothing,
+    and this process refuses the token from then on."""
+    token_id, worker = await worker_token(app)
+    real = leases._claim_queue
+
+    async def then_revoked(*args: Any) -> Any:
+        outcome = await real(*args)
+        revoke_in_database(database_url, token_id)
+        return outcome
+
+    async with client_of(app) as c:
+        r = await c.patch("/v1/queues/capped", json={"max_running": 5}, headers=ADMIN)
+        assert r.status_code == 200, r.text
+        first = await c.post("/v1/jobs", json={"type": "t", "queue": "capped"}, headers=ADMIN)
+        second = await c.post("/v1/jobs", json={"type": "t", "queue": "after"}, headers=ADMIN)
+        stop_token_reads()
+        monkeypatch.setattr(leases, "_claim_queue", then_revoked)
+        r = await c.post("/v1/leases", headers=worker,
+                         json={"worker_id": "w", "queues": ["capped", "after"], "limit": 2})
+        assert r.status_code == 200, r.text
+        assert [le["job"]["id"] for le in r.json()["leases"]] == [first.json()["id"]]
+        assert (await job_of(c, second.json()["id"]))["status"] == "pending"
+        assert not still_live_here(app, worker)
