@@ -2,7 +2,7 @@
 from it, and telling a failure for want of descriptors from any other.
 
 Every connection the service holds is a descriptor: each client's (a long-poll holds one for
-its whole wait), each of the database pool's, the LISTEN, NOTIFY and duties-leader ones. A
+its whole wait), each of the database pool's, the LISTEN, duties-leader and upkeep ones. A
 process at its limit can accept no connection and open none to the database, so every request
 fails, enqueues and acks included. Long-polls are the only connections that a fleet holds open
 by the thousand, so they are the ones capped (jobq.api.longpolls); this module says how many
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 # the event loop's (epoll, its self-pipe), log files, the embedded PostgreSQL's pipes, the
 # thread pool's and the resolver's, with room to spare.
 RESERVED_FOR_PROCESS = 64
-# The service's own database connections besides the pool: LISTEN, NOTIFY's sender, and the
-# duties leader's session (jobq.store.notify, jobq.store.leader).
+# The service's own database connections besides the pool: LISTEN, the duties' lock, and the
+# leader's upkeep for a while (jobq.store.notify, jobq.store.leader, jobq.store.upkeep).
 RESERVED_FOR_SESSIONS = 3
 # What a limit of "unlimited" counts as: no kernel hands out more descriptors than this to one
 # process (Linux's default fs.nr_open is 2^20), and the cap must be a number.
@@ -114,7 +114,7 @@ def raise_soft_limit() -> Limit:
 def default_max_long_polls(limit: int, pool_size: int) -> int:
     """How many long-polls one process holds at once when ``JOBQ_MAX_LONG_POLLS`` is unset:
     ``(limit - pool_size - 3 - 64) // 2``, at least 1. From the descriptor limit, keep one
-    per pooled database connection, 3 for the LISTEN, NOTIFY and leader connections and 64
+    per pooled database connection, 3 for the LISTEN, leader and upkeep connections and 64
     for the process's own (listening socket, event loop, logs, ...); of what is left, half
     may wait in long-polls and half stays for everything else: enqueues, acks, heartbeats,
     listings, and the idle keep-alive connections of the same workers."""

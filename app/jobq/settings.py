@@ -19,6 +19,11 @@ from jobq.domain.access import (
 
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_POOL_SIZE = 10
+DEFAULT_POOL_MIN_SIZE = 1
+DEFAULT_POOL_IDLE_S = 30.0
+# Connections each service process holds besides its pool: LISTEN and the duties' lock; and
+# one more, for a while, in the leader's upkeep (VACUUM, history partitions).
+SESSION_CONNECTIONS = 3
 DEFAULT_DB_TIMEOUT_S = 5.0
 DEFAULT_REAP_INTERVAL_S = 0.5
 DEFAULT_RETRY_AFTER_S = 1
@@ -39,10 +44,40 @@ class Settings(BaseSettings):
         default=None,
         description="postgresql://… of the database; unset starts an embedded server under data_dir",
     )
+    direct_database_url: str | None = Field(
+        default=None,
+        description="postgresql://… of a direct connection (or one through a session pooler) "
+        "for what needs a server session of its own: LISTEN, the duties' lock, migrations, the "
+        "leader's upkeep; unset: database_url. Required when database_url is a transaction pooler",
+    )
+    database_pooling: Literal["auto", "session", "transaction"] = Field(
+        default="auto",
+        description="what the pool's connections reach: `session` (PostgreSQL itself, or a "
+        "pooler that gives each connection one server session), `transaction` (pgbouncer's "
+        "pool_mode=transaction: no named prepared statements, no session settings), or `auto` "
+        "(probed at start)",
+    )
+    prepared_statements: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="prepare the pool's statements on the server (planned once per "
+        "connection): `auto` is on unless database_pooling is transaction; `on` behind a "
+        "pooler that carries protocol-level prepared statements (pgbouncer 1.21+ with "
+        "max_prepared_statements set)",
+    )
     data_dir: Path = Field(default=Path(".jobq"), description="home of the embedded PostgreSQL")
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
-    pool_size: int = Field(default=DEFAULT_POOL_SIZE, ge=1, le=500)
+    pool_size: int = Field(default=DEFAULT_POOL_SIZE, ge=1, le=500,
+                           description="most pooled connections of one service process")
+    pool_min_size: int = Field(default=DEFAULT_POOL_MIN_SIZE, ge=0, le=500,
+                               description="pooled connections kept open while idle")
+    pool_idle_s: float = Field(
+        default=DEFAULT_POOL_IDLE_S,
+        ge=1,
+        le=3600,
+        description="pooled connections above pool_min_size that stay idle are closed, the "
+        "last of them about this long after the load that opened them ended",
+    )
     db_timeout_s: float = Field(
         default=DEFAULT_DB_TIMEOUT_S,
         gt=0,
@@ -85,7 +120,7 @@ class Settings(BaseSettings):
         "past it a long-poll is answered at once, with the jobs it finds or 503 "
         "too_many_long_polls and Retry-After. Unset: derived from the descriptor limit (raised "
         "to the hard limit at start) as (limit - pool_size - 3 - 64) // 2: one descriptor per "
-        "pooled connection, 3 for the LISTEN, NOTIFY and leader connections, 64 for the "
+        "pooled connection, 3 for the LISTEN, leader and upkeep connections, 64 for the "
         "process's own, and half of the rest kept for every other request",
     )
     history_partition_s: int = Field(
@@ -109,6 +144,24 @@ class Settings(BaseSettings):
             raise ValueError("JOBQ_DATABASE_URL must start with postgresql://")
         check_libpq_url(value)
         return value
+
+    @field_validator("direct_database_url")
+    @classmethod
+    def _check_direct_url(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            raise ValueError("JOBQ_DIRECT_DATABASE_URL must start with postgresql://")
+        check_libpq_url(value, "JOBQ_DIRECT_DATABASE_URL")
+        return value
+
+    @field_validator("database_pooling", "prepared_statements", mode="before")
+    @classmethod
+    def _lower_words(cls, value: object) -> object:
+        # Unset and empty mean the default (compose passes ""); words in any case.
+        if value == "":
+            return "auto"
+        return value.lower() if isinstance(value, str) else value
 
     @field_validator("metrics_queue_pattern")
     @classmethod
@@ -143,6 +196,13 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _check_pool(self) -> Settings:
+        if self.pool_min_size > self.pool_size:
+            raise ValueError(f"JOBQ_POOL_MIN_SIZE ({self.pool_min_size}) must not exceed "
+                             f"JOBQ_POOL_SIZE ({self.pool_size})")
+        return self
+
+    @model_validator(mode="after")
     def _check_log_level(self) -> Settings:
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise ValueError("JOBQ_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR")
@@ -160,14 +220,38 @@ class Settings(BaseSettings):
         """The URL in the form psycopg takes (no SQLAlchemy driver suffix)."""
         if self.database_url is None:
             raise RuntimeError("database_url is not set")
-        url = self.database_url
-        for prefix in ("postgresql+psycopg://", "postgres://"):
-            if url.startswith(prefix):
-                url = "postgresql://" + url[len(prefix) :]
-        return url
+        return libpq_form(self.database_url)
+
+    def direct_url(self, pooled_url: str) -> str:
+        """The URL of session-bound connections: JOBQ_DIRECT_DATABASE_URL, or ``pooled_url``
+        (the pool's: JOBQ_DATABASE_URL or the embedded server's)."""
+        return libpq_form(self.direct_database_url) if self.direct_database_url else pooled_url
+
+    def prepare(self, pooling: str) -> bool:
+        """Whether the pool prepares statements, given what it reaches (``pooling``)."""
+        if self.prepared_statements != "auto":
+            return self.prepared_statements == "on"
+        return pooling != "transaction"
+
+    def connection_budget(self) -> str:
+        """What one process will use, for the start log and the README's formula."""
+        return (f"pool of {self.pool_min_size} to {self.pool_size} (JOBQ_POOL_MIN_SIZE, "
+                f"JOBQ_POOL_SIZE; idle ones above the minimum closed within ~{self.pool_idle_s:g} s) "
+                f"+ {SESSION_CONNECTIONS} session connections (LISTEN, duties lock, leader's "
+                f"upkeep): at most {self.pool_size + SESSION_CONNECTIONS} per process; keep "
+                f"processes x (JOBQ_POOL_SIZE + {SESSION_CONNECTIONS}) within the role's or "
+                "server's connection limit")
 
 
-def check_libpq_url(url: str) -> None:
+def libpq_form(url: str) -> str:
+    """``url`` as libpq reads it: without SQLAlchemy's driver suffix."""
+    for prefix in ("postgresql+psycopg://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix):]
+    return url
+
+
+def check_libpq_url(url: str, name: str = "JOBQ_DATABASE_URL") -> None:
     """Refuse, at start and in one line, a URL libpq would refuse only when connecting (or
     SQLAlchemy with a traceback). A multi-host URL (``postgresql://h1:p1,h2:p2/db?
     target_session_attrs=read-write``) is fine: libpq tries the hosts in turn. The message
@@ -187,18 +271,18 @@ def check_libpq_url(url: str) -> None:
         password = _password_in(url)
         if password:
             reason = reason.replace(password, "***")
-        raise ValueError(f"JOBQ_DATABASE_URL is not a valid PostgreSQL URL: {reason}") from None
+        raise ValueError(f"{name} is not a valid PostgreSQL URL: {reason}") from None
     hosts = str(params.get("host") or "").split(",")
     ports = str(params.get("port") or "").split(",")
     for port in ports:
         if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
-            raise ValueError(f"JOBQ_DATABASE_URL: port {port[:20]!r} is not a number from 1 to 65535")
+            raise ValueError(f"{name}: port {port[:20]!r} is not a number from 1 to 65535")
     if len(ports) > 1 and len(ports) != len(hosts):
-        raise ValueError(f"JOBQ_DATABASE_URL names {len(hosts)} hosts and {len(ports)} ports: "
+        raise ValueError(f"{name} names {len(hosts)} hosts and {len(ports)} ports: "
                          "give one port for all, or one per host (h1:p1,h2:p2)")
     attrs = params.get("target_session_attrs")
     if attrs is not None and attrs not in _SESSION_ATTRS:
-        raise ValueError(f"JOBQ_DATABASE_URL: target_session_attrs must be one of "
+        raise ValueError(f"{name}: target_session_attrs must be one of "
                          f"{', '.join(_SESSION_ATTRS)}")
 
 

@@ -148,8 +148,11 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
     """The ASGI app. ``database_url`` (libpq form) overrides ``settings.database_url``, for
     callers that started an embedded server."""
     url = database_url or settings.libpq_url
+    prepare = None if settings.prepared_statements == "auto" else settings.prepared_statements == "on"
     db = Database(url, pool_size=settings.pool_size, timeout_s=settings.db_timeout_s,
-                  retry_after_s=settings.retry_after_s)
+                  retry_after_s=settings.retry_after_s, direct_url=settings.direct_url(url),
+                  pool_min_size=settings.pool_min_size, idle_s=settings.pool_idle_s,
+                  pooling=settings.database_pooling, prepare=prepare)
     ctx = Context(db=db, wakeups=Wakeups(db), history_partition_s=settings.history_partition_s)
     token_table = TokenTable(db, settings.admin_token)
     token_table.on_revoked(ctx.wakeups.revoked)  # long-polls of a revoked token end at once
@@ -172,7 +175,12 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             log.warning("JOBQ_MAX_LONG_POLLS=%d leaves no room in the descriptor limit of %d: "
                         "long-polls may use up the descriptors enqueues and acks need",
                         long_polls.cap, limit.usable)
+        log.info("database connections: %s", settings.connection_budget())
         await db.open(wait=False)
+        log.info("database pooling: %s (prepared statements %s)%s", db.pooling,
+                 "on" if db.prepare else "off",
+                 "; LISTEN, the duties' lock and upkeep use JOBQ_DIRECT_DATABASE_URL"
+                 if db.direct_url != db.url else "")
         await ctx.wakeups.start()
         # Long-polls are released when the stop signal arrives, not here at the end: the
         # server runs this shutdown only once every request was answered (jobq.api.serving).
@@ -182,7 +190,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(FIRST_TOKENS_READ_S):
                 await token_table.refresh()
-        leadership = Leadership(url)
+        leadership = Leadership(db.direct_url)
         tasks = [
             asyncio.create_task(token_table.run(), name="jobq-tokens"),
             asyncio.create_task(run_reaper(ctx, settings.reap_interval_s), name="jobq-reaper"),

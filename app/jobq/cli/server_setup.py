@@ -4,13 +4,16 @@ database (JOBQ_DATABASE_URL or the embedded one) and its migrations, each failur
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
 if TYPE_CHECKING:  # the server extra's: imported only by the commands that need it
     from jobq.settings import Settings
+
+T = TypeVar("T")
 
 # What `pip install 'jobq[server]'` adds; the base install is the SDK and the client commands.
 SERVER_MODULES = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "psycopg", "pydantic_settings")
@@ -72,21 +75,78 @@ def database(stack: ExitStack, settings: Settings) -> str:
     return server.url
 
 
-def migrate_database(url: str) -> None:
-    """Apply pending migrations; a database that cannot be reached is one line, not a
-    traceback (libpq's reason names each host it tried)."""
+# Waiting for a free connection slot at start: the first retry after half a second, then
+# twice as long each time up to this, each with some jitter so replicas do not knock together.
+SLOT_RETRY_FIRST_S = 0.5
+SLOT_RETRY_MAX_S = 5.0
+
+
+def reach(url: str, step: Callable[[], T]) -> T:
+    """Run ``step``, which connects to ``url``. A server with no connection slot free (other
+    replicas' pools hold them all, for now) is waited for, one line per attempt: their idle
+    connections go back within JOBQ_POOL_IDLE_S. A database that cannot be reached is one
+    line and exit 1, not a traceback (libpq's reason names each host it tried)."""
+    import random
+    import time
+
     import psycopg
     import sqlalchemy.exc
 
+    from jobq.store.sessions import no_free_slot
+
+    attempt = 0
+    while True:
+        try:
+            return step()
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError,
+                psycopg.OperationalError) as exc:
+            reason = " ".join(str(getattr(exc, "orig", None) or exc).split())  # libpq's hint is a 2nd line
+            if not no_free_slot(reason):
+                typer.echo(f"jobq: cannot reach the database: {where_db(url)}: {reason}; "
+                           f"{db_advice(reason)}", err=True)
+                raise typer.Exit(1) from None
+            attempt += 1
+            delay = min(SLOT_RETRY_MAX_S, SLOT_RETRY_FIRST_S * 2 ** (attempt - 1))
+            delay *= random.uniform(0.8, 1.0)
+            typer.echo(f"jobq: no free connection slot at {where_db(url)} ({reason}); "
+                       f"attempt {attempt}, trying again in {delay:.1f} s", err=True)
+            time.sleep(delay)
+
+
+def migrate_database(url: str) -> None:
+    """Apply pending migrations (``url``: the session URL, never a transaction pooler's)."""
     from jobq.store.migrate import migrate
 
-    try:
-        migrate(url)
-    except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, psycopg.OperationalError) as exc:
-        reason = " ".join(str(getattr(exc, "orig", None) or exc).split())  # libpq's hint is a 2nd line
-        typer.echo(f"jobq: cannot reach the database: {where_db(url)}: {reason}; "
-                   f"{db_advice(reason)}", err=True)
-        raise typer.Exit(1) from None
+    reach(url, lambda: migrate(url))
+
+
+def pooling_of(settings: Settings, url: str, direct_url: str) -> str:
+    """What the pool's URL reaches (JOBQ_DATABASE_POOLING, probed when ``auto``), after
+    checking that what needs a session has one: one line and exit 2 when it has not."""
+    import asyncio
+
+    from jobq.store.pooling import probe
+
+    pooling = settings.database_pooling
+    how = "JOBQ_DATABASE_POOLING"
+    if pooling == "auto":
+        pooling, how = reach(url, lambda: asyncio.run(probe(url))), "detected"
+    if pooling != "transaction":
+        return pooling
+    if direct_url == url:
+        typer.echo(f"jobq: JOBQ_DATABASE_URL goes through a transaction pooler ({how}; such as "
+                   "pgbouncer with pool_mode = transaction), where LISTEN, the duties' lock and "
+                   "migrations cannot work: set JOBQ_DIRECT_DATABASE_URL to a direct connection "
+                   "to the same database", err=True)
+        raise typer.Exit(2)
+    if reach(direct_url, lambda: asyncio.run(probe(direct_url))) == "transaction":
+        typer.echo("jobq: JOBQ_DIRECT_DATABASE_URL goes through a transaction pooler too: point "
+                   "it at PostgreSQL itself (or at a session pooler)", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"jobq: {where_db(url)} is reached through a transaction pooler ({how}): the "
+               "pool prepares no statements and keeps no session settings; LISTEN, the duties' "
+               "lock and migrations use JOBQ_DIRECT_DATABASE_URL", err=True)
+    return pooling
 
 
 def where_db(url: str) -> str:

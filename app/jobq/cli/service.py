@@ -10,15 +10,20 @@ import shutil
 import signal
 import tempfile
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.server_setup import database, load_settings, migrate_database, need_server, setup_logging
-
-if TYPE_CHECKING:
-    from jobq.settings import Settings
+from jobq.cli.server_setup import (
+    database,
+    load_settings,
+    migrate_database,
+    need_server,
+    pooling_of,
+    reach,
+    setup_logging,
+)
 
 app = CommandGroup()
 
@@ -68,26 +73,19 @@ def port_refusal(host: str, port: int) -> str | None:
     return None
 
 
-def has_tokens(url: str, settings: Settings) -> bool:
+def has_tokens(url: str) -> bool:
     """Whether the database ends local mode (a token, even a revoked one: revoking every
-    token locks the service, it does not open it), read as the service will read it."""
-    import asyncio
+    token locks the service, it does not open it), with the statement the service reads it
+    with."""
+    import psycopg
 
-    from jobq.core.tokens import TokenTable
-    from jobq.store.db import Database
+    from jobq.store.queries import Q
+    from jobq.store.sessions import CONNECT_TIMEOUT_S
 
-    async def read() -> bool:
-        db = Database(url, pool_size=1, timeout_s=settings.db_timeout_s,
-                      retry_after_s=settings.retry_after_s)
-        await db.open(wait=True)
-        try:
-            table = TokenTable(db, None)
-            await table.refresh()
-            return not table.local_mode
-        finally:
-            await db.close()
-
-    return asyncio.run(read())
+    with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None,
+                         application_name="jobq-start") as conn:
+        row = conn.execute(Q.TokensEver).fetchone()
+    return bool(row and row[0])
 
 
 @app.command()
@@ -114,10 +112,14 @@ def serve(
 
     with ExitStack() as stack:
         url = database(stack, settings)
-        migrate_database(url)
+        direct_url = settings.direct_url(url)
+        # Before any statement runs through a pooler: what it is, and whether what needs a
+        # session has one (or one line and exit 2).
+        pooling = pooling_of(settings, url, direct_url) if settings.database_url else "session"
+        migrate_database(direct_url)
         # Tokens created with `jobq tokens create` count as much as JOBQ_ADMIN_TOKEN; they are
         # read after migrating (the table may be new) and before binding anything.
-        secured = bool(settings.admin_token) or has_tokens(url, settings)
+        secured = bool(settings.admin_token) or reach(direct_url, lambda: has_tokens(direct_url))
         refusal = bind_refusal(bind_host, secured=secured, insecure=insecure)
         if refusal:
             typer.echo(f"jobq: {refusal}", err=True)
@@ -135,7 +137,9 @@ def serve(
         # stop) still runs, and the process exits 0.
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: None)
-        os.environ["JOBQ_DATABASE_URL"] = url  # for uvicorn's worker processes
+        # For uvicorn's worker processes: the embedded server's URL, and the pooling probed.
+        os.environ["JOBQ_DATABASE_URL"] = url
+        os.environ["JOBQ_DATABASE_POOLING"] = pooling
         if workers > 1 and not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             # One scrape reaches one worker process: prometheus-client's multiprocess mode
             # makes each count what all of them did (each writes its counts to a file in this
@@ -169,7 +173,7 @@ def migrate_cmd() -> None:
     settings = load_settings()
     setup_logging(settings)
     with ExitStack() as stack:
-        migrate_database(database(stack, settings))
+        migrate_database(settings.direct_url(database(stack, settings)))
     typer.echo("jobq: schema is up to date")
 
 

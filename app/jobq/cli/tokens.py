@@ -71,7 +71,8 @@ def _on_database(action: Callable[[Database], Awaitable[T]], as_json: bool) -> T
     # matters (warnings still reach stderr through logging's last resort).
     settings = load_settings()
     with ExitStack() as stack:
-        url = database(stack, settings)
+        # Migrations and this one connection need no pooler: the session URL when there is one.
+        url = settings.direct_url(database(stack, settings))
         try:
             migrate(url)
         except Exception as exc:  # sqlalchemy's OperationalError and kin: no traceback
@@ -79,7 +80,7 @@ def _on_database(action: Callable[[Database], Awaitable[T]], as_json: bool) -> T
 
         async def run() -> T:
             db = Database(url, pool_size=1, timeout_s=settings.db_timeout_s,
-                          retry_after_s=settings.retry_after_s)
+                          retry_after_s=settings.retry_after_s, pooling="session")
             await db.open(wait=True)
             try:
                 return await action(db)

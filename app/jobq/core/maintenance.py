@@ -132,10 +132,10 @@ async def tend(ctx: Context) -> None:
         parents: set[str] = set()
         for table in stats:
             if vacuum_due(table, now):
-                await maintain(ctx.db.url, "VACUUM", table.name)
+                await maintain(ctx.db.direct_url, "VACUUM", table.name)
                 log.info("vacuumed %s (%d dead row versions)", table.name, table.dead)
             if analyze_due(table, now):
-                await maintain(ctx.db.url, "ANALYZE", table.name)
+                await maintain(ctx.db.direct_url, "ANALYZE", table.name)
                 log.info("analyzed %s (%d rows changed since its last analyze)",
                          table.name, table.changed_since_analyze)
                 if table.parent is not None:
@@ -143,7 +143,7 @@ async def tend(ctx: Context) -> None:
         # A partitioned table's own statistics (what plans over all its partitions use) are
         # made only by an ANALYZE of it by name, which autovacuum never runs.
         for parent in sorted(parents):
-            await maintain(ctx.db.url, "ANALYZE", parent)
+            await maintain(ctx.db.direct_url, "ANALYZE", parent)
             log.info("analyzed %s (its partitions changed)", parent)
     except Exception as exc:  # the next check tries again; the duties go on
         log.warning("table upkeep failed: %s", exc)

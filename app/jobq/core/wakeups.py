@@ -158,7 +158,7 @@ class Wakeups:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self.notifications = Notifications(db.url, heard=self._heard, missed=self._wake_all)
+        self.notifications = Notifications(db, heard=self._heard, missed=self._wake_all)
         # Per queue, per group: the waiters not rung yet, insertion-ordered so that the
         # longest waiting is rung first.
         self._ready: dict[str, dict[Group, dict[Waiter, None]]] = {}

@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from jobq.descriptors import exhausted
 from jobq.domain import jsontext
 from jobq.domain.errors import InvalidInput, Unavailable
+from jobq.store.pooling import probe
 from jobq.store.sessions import KEEPALIVE
 
 log = logging.getLogger("jobq.store")
@@ -82,12 +83,52 @@ class _ClampedTimestamptzLoader(Loader):
             return _EARLIEST if text.startswith(b"-") or text.endswith(b"BC") else _LATEST
 
 
-async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+def _configure_json(conn: psycopg.AsyncConnection[Any]) -> None:
     # jsonb columns (payload, result, errors) through orjson where it is exact: the standard
     # library's parser was the largest single cost of reading a claim of 100 jobs.
     set_json_loads(jsontext.loads, conn)
     conn.adapters.register_loader(_TIMESTAMPTZ, _ClampedTimestamptzLoader)
     conn.prepared_max = PREPARED_MAX
+
+
+class _Configure:
+    """Readies each new pooled connection for how the pool reaches PostgreSQL.
+
+    Settings are made with a statement, never with the startup packet's ``options``, which
+    pgbouncer refuses ("unsupported startup parameter: options"). Timestamps leave the database
+    in UTC: pgbouncer carries TimeZone to every server session it lends this connection, in
+    either pooling mode. A stuck statement must not outlive the answer's deadline: on a
+    session of its own, the server's statement_timeout says so; behind a transaction pooler a
+    session setting would stay on a server session that other clients borrow next, so the
+    deadline is kept here instead (``_run`` cancels the statement when it passes)."""
+
+    def __init__(self, *, timeout_s: float, transaction_pooled: bool, prepare: bool) -> None:
+        self.timeout_s = timeout_s
+        self.transaction_pooled = transaction_pooled
+        self.prepare = prepare
+
+    async def __call__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        _configure_json(conn)
+        if isinstance(conn, _Connection):
+            conn.prepare_statements = self.prepare
+            conn.deadline_s = self.timeout_s if self.transaction_pooled else None
+        if self.transaction_pooled:
+            await conn.execute("SELECT set_config('TimeZone', 'UTC', false)", prepare=False)
+        else:
+            await conn.execute(
+                "SELECT set_config('TimeZone', 'UTC', false), set_config('statement_timeout', %s, false)",
+                (str(int(self.timeout_s * 1000)),), prepare=False)
+
+
+async def _probe_or_assume(url: str) -> str:
+    """What ``url`` reaches, probed; a database that cannot be reached now is taken for one
+    that gives sessions (what `jobq serve` probes, and refuses on, before it gets here)."""
+    try:
+        return await probe(url)
+    except psycopg.Error as exc:
+        log.warning("could not probe the database for a transaction pooler (%s); assuming "
+                    "connections keep their session (set JOBQ_DATABASE_POOLING to say)", exc)
+        return "session"
 
 
 class _Pool(AsyncConnectionPool):  # type: ignore[type-arg]
@@ -116,41 +157,75 @@ class Database:
     the first statement that finds its connection gone (or on a read-only server) has the
     pool check all its idle ones at once (``_lost``); in steady state this costs nothing."""
 
-    def __init__(self, url: str, *, pool_size: int, timeout_s: float, retry_after_s: int) -> None:
+    def __init__(self, url: str, *, pool_size: int, timeout_s: float, retry_after_s: int,
+                 direct_url: str | None = None, pool_min_size: int = 1, idle_s: float = 30.0,
+                 pooling: str = "session", prepare: bool | None = None) -> None:
+        """``url`` is the pool's (perhaps a pooler's); ``direct_url`` that of the sessions the
+        service keeps besides (``jobq.store.sessions``), ``url`` when not given. ``pooling``
+        says what ``url`` reaches (``session``, ``transaction``, or ``auto``: probed when the
+        pool opens, ``jobq.store.pooling``); ``prepare`` whether statements are prepared on
+        the server (None: unless behind a transaction pooler)."""
         self.url = url
+        self.direct_url = direct_url or url
+        self.pooling = pooling
+        self.prepare = prepare
         self.timeout_s = timeout_s
         self.retry_after_s = retry_after_s
+        self.pool_size = pool_size
+        self.pool_min_size = min(pool_min_size, pool_size)
+        self.idle_s = idle_s
         self._translate = _Translate(retry_after_s)  # stateless: one for every statement
         self._sweep: asyncio.Task[None] | None = None
-        self.pool = _Pool(
-            url,
-            min_size=min(2, pool_size),
-            max_size=pool_size,
+        self._pool: _Pool | None = None
+
+    @property
+    def pool(self) -> _Pool:
+        if self._pool is None:
+            raise RuntimeError("the database's pool is not open yet")
+        return self._pool
+
+    def _make_pool(self, pooling: str, prepare: bool) -> _Pool:
+        return _Pool(
+            self.url,
+            min_size=self.pool_min_size,
+            max_size=self.pool_size,
+            # psycopg's pool closes one connection above min_size per max_idle seconds in
+            # which at least one sat unused: spread over the room above the minimum, the last
+            # idle connection goes back about idle_s after the load ended.
+            max_idle=max(1.0, self.idle_s / max(1, self.pool_size - self.pool_min_size)),
             open=False,
-            timeout=timeout_s,
+            timeout=self.timeout_s,
             kwargs={
                 "autocommit": True,
                 "row_factory": dict_row,
-                "connect_timeout": max(1, int(timeout_s)),
-                # Timestamps leave the database in UTC; a stuck statement cannot outlive the
-                # answer deadline.
-                "options": f"-c TimeZone=UTC -c statement_timeout={int(timeout_s * 1000)}",
+                "connect_timeout": max(1, int(self.timeout_s)),
                 "application_name": "jobq",
+                # No statement prepared behind psycopg's back either (it prepares one run
+                # five times by default) when the pool may not prepare.
+                **({} if prepare else {"prepare_threshold": None}),
                 **KEEPALIVE,
             },
-            configure=_configure,
+            configure=_Configure(timeout_s=self.timeout_s,
+                                 transaction_pooled=pooling == "transaction", prepare=prepare),
             connection_class=_Connection,
             reconnect_timeout=0,  # keep trying to reconnect for ever while the database is away
             name="jobq",
         )
 
     async def open(self, wait: bool = False) -> None:
-        await self.pool.open(wait=wait, timeout=self.timeout_s)
+        if self._pool is None:
+            if self.pooling == "auto":
+                self.pooling = await _probe_or_assume(self.url)
+            if self.prepare is None:
+                self.prepare = self.pooling != "transaction"
+            self._pool = self._make_pool(self.pooling, self.prepare)
+        await self._pool.open(wait=wait, timeout=self.timeout_s)
 
     async def close(self) -> None:
         if self._sweep is not None:
             self._sweep.cancel()
-        await self.pool.close()
+        if self._pool is not None:
+            await self._pool.close()
 
     async def _lost(self, conn: psycopg.AsyncConnection[Any], exc: BaseException) -> None:
         """After a statement failed with ``exc`` on ``conn``: when the connection is gone,
@@ -257,9 +332,13 @@ PREPARED_MAX = 200
 class _Connection(psycopg.AsyncConnection[Row]):
     """A pooled connection that keeps one cursor for ``_run``: a cursor made per statement
     (``conn.execute``) cost about 15 us more. Only one task uses a connection at a time (the
-    pool's), and a statement's rows are read before the next one runs on it."""
+    pool's), and a statement's rows are read before the next one runs on it. The pool's
+    ``_Configure`` says whether its statements are prepared, and gives it a deadline when no
+    server setting can."""
 
     statements: psycopg.AsyncCursor[Row] | None = None
+    prepare_statements: bool = True
+    deadline_s: float | None = None
 
 
 async def _run(conn: psycopg.AsyncConnection[Row], sql: str,
@@ -268,13 +347,22 @@ async def _run(conn: psycopg.AsyncConnection[Row], sql: str,
     the server plans it once, later runs send only the parameters. psycopg keeps the
     bookkeeping: a statement per text and parameter types, deallocation past
     ``prepared_max``, and forgetting them all after a rollback, DISCARD or DEALLOCATE."""
+    prepare, deadline = True, None
     if isinstance(conn, _Connection):
         cur = conn.statements
         if cur is None or cur.closed:
             cur = conn.statements = conn.cursor()
+        prepare, deadline = conn.prepare_statements, conn.deadline_s
     else:  # a connection the caller opened itself
         cur = conn.cursor()
-    await cur.execute(sql, params, prepare=True)
+    if deadline is None:
+        await cur.execute(sql, params, prepare=prepare)
+    else:
+        # Behind a transaction pooler: past the deadline psycopg cancels the statement on
+        # the server (as it does for any cancelled task) and the caller gets TimeoutError,
+        # a 503 like the server's statement_timeout.
+        async with asyncio.timeout(deadline):
+            await cur.execute(sql, params, prepare=prepare)
     # pgresult.nfields rather than description: description builds a Column per column on
     # every read (about 20 us for a job row's 22 columns).
     result = cur.pgresult
@@ -313,7 +401,9 @@ class _Translate:
             # words); load to come back after, not a bug and not the database's fault.
             raise Unavailable("the service has no file descriptor left to reach the database "
                               "(too many open connections)", self.retry_after_s) from exc
-        if isinstance(exc, psycopg.errors.QueryCanceled):
+        if isinstance(exc, (psycopg.errors.QueryCanceled, TimeoutError)):
+            # The server's statement_timeout, or the deadline ``_run`` keeps behind a
+            # transaction pooler.
             raise Unavailable("the database did not answer in time", self.retry_after_s) from exc
         if isinstance(exc, (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError)):
             raise Unavailable("the database is unreachable", self.retry_after_s) from exc

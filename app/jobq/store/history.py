@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store.db import Database
 from jobq.store.queries import Q
+from jobq.store.sessions import connect
 
 PARTITION = re.compile(r"^jobs_history_p(\d+)_(\d+)$")
 # Most partitions made ahead of now (with daily ones: 64 days, past the default 30-day
@@ -95,8 +96,9 @@ async def _own_connection(db: Database) -> AsyncIterator[psycopg.AsyncConnection
     """A connection of the upkeep's own for its DDL, outside the pool: a round's steps (one
     per partition, 32 at a first start with the defaults) then take no connection a request
     could use, and leave the pool's sessions as the requests left them."""
-    conn = await psycopg.AsyncConnection.connect(db.url, autocommit=True, row_factory=dict_row,
-                                                 application_name="jobq-history")
+    # The direct URL: DDL needs no session, but a connection of ours through a transaction
+    # pooler would borrow one of the pool's server sessions for the whole round.
+    conn = await connect(db.direct_url, "jobq-history", row_factory=dict_row)
     try:
         yield conn
     finally:

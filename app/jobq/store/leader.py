@@ -1,6 +1,8 @@
 """Leadership for background duties: a session-level advisory lock on a connection of its
 own. The lock lives exactly as long as that session, so when the leader's process dies or
-loses the database, PostgreSQL releases it and another replica's next try takes over."""
+loses the database, PostgreSQL releases it and another replica's next try takes over. That
+connection must own its server session: it is made to JOBQ_DIRECT_DATABASE_URL, never through
+a transaction pooler (where two replicas could each believe they held the lock)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import psycopg
 
-from jobq.store.sessions import CONNECT_TIMEOUT_S, KEEPALIVE
+from jobq.store.sessions import connect
 
 log = logging.getLogger("jobq.leader")
 
@@ -35,9 +37,7 @@ class Leadership:
 
     async def try_acquire(self) -> bool:
         if self._conn is None or self._conn.closed:
-            self._conn = await psycopg.AsyncConnection.connect(
-                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                application_name=APPLICATION_NAME, **KEEPALIVE)
+            self._conn = await connect(self.url, APPLICATION_NAME)
         cur = await self._conn.execute("SELECT pg_try_advisory_lock(%s)", (self.key,))
         row = await cur.fetchone()
         return bool(row and row[0])

@@ -1,5 +1,6 @@
 """Schema migrations: Alembic, under an advisory lock so that replicas starting together
-do not both migrate."""
+do not both migrate. The lock is a session's: migrations run on JOBQ_DIRECT_DATABASE_URL,
+never through a transaction pooler."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine, pool, text
 
 from jobq import bundled
+from jobq.store.sessions import CONNECT_TIMEOUT_S
 
 log = logging.getLogger("jobq.migrate")
 
 # Any fixed 64-bit key will do; it only has to differ from our other advisory locks.
 MIGRATION_LOCK_KEY = 0x6A6F6271_0001  # "jobq" + 1
 LOCK_RETRY_S = 0.2
+APPLICATION_NAME = "jobq-migrate"
 
 
 def libpq_form(url: str) -> str:
@@ -36,7 +39,8 @@ def engine(libpq_url: str) -> Engine:
     understands it, and tries the hosts in turn for the one that takes writes."""
     url = libpq_form(libpq_url)
     return create_engine("postgresql+psycopg://", poolclass=pool.NullPool,
-                         creator=lambda: psycopg.connect(url))
+                         creator=lambda: psycopg.connect(url, application_name=APPLICATION_NAME,
+                                                         connect_timeout=CONNECT_TIMEOUT_S))
 
 
 def alembic_config(libpq_url: str) -> Config:

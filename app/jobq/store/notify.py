@@ -1,7 +1,10 @@
 """LISTEN/NOTIFY: how service processes tell each other that jobs became claimable.
 
 One listening connection per process hands every notification from another process to a
-callback; one sending connection sends what ``send`` gathered. Who is woken by what is not
+callback; what ``send`` gathered leaves through the pool. LISTEN needs a server session of
+its own (a transaction pooler would hand its notifications to whichever client next borrows
+that session), so the listening connection is made to JOBQ_DIRECT_DATABASE_URL; a NOTIFY is
+delivered at its transaction's commit, which any pooled connection can carry. Who is woken by what is not
 decided here (see ``jobq.core.wakeups``): this module only carries ``(queue, count)`` pairs.
 
 The payload is ``<queue> <count> <origin>``: ``count`` is how many jobs (``*``: not known,
@@ -33,9 +36,8 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 
-import psycopg
-
-from jobq.store.sessions import CONNECT_TIMEOUT_S, KEEPALIVE
+from jobq.store.db import Database
+from jobq.store.sessions import connect
 
 log = logging.getLogger("jobq.notify")
 
@@ -46,6 +48,9 @@ HERE = "*here"
 SCHEDULES = "*schedules"
 # The origin prefix of notifications sent by the SQL functions (process origins are hex).
 SQL_ORIGIN = "sql."
+APPLICATION_NAME = "jobq-listen"
+# One NOTIFY per queue gathered, in one statement.
+_NOTIFY = "SELECT pg_notify(%(channel)s, p) FROM unnest(%(payloads)s::text[]) AS p"
 
 
 class Notifications:
@@ -53,9 +58,9 @@ class Notifications:
     ``missed()`` each time the listening connection (re)connects, since notifications sent
     while it was away are lost."""
 
-    def __init__(self, url: str, heard: Callable[[str, int | None], None],
+    def __init__(self, db: Database, heard: Callable[[str, int | None], None],
                  missed: Callable[[], None]) -> None:
-        self.url = url
+        self.db = db
         self.origin = uuid.uuid4().hex[:12]
         self._heard = heard
         self._missed = missed
@@ -117,35 +122,24 @@ class Notifications:
             self._outbox_ready.set()
 
     async def _send(self) -> None:
-        conn: psycopg.AsyncConnection[tuple[object, ...]] | None = None
         while True:
             await self._outbox_ready.wait()
             self._outbox_ready.clear()
             batch, self.outbox = self.outbox, {}
             payloads = [format_payload(q, n, self.origin) for q, n in batch.items()]
             try:
-                if conn is None or conn.closed:
-                    conn = await psycopg.AsyncConnection.connect(
-                        self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVE)
-                await conn.execute(
-                    "SELECT pg_notify(%s, p) FROM unnest(%s::text[]) AS p", (CHANNEL, payloads))
+                await self.db.fetch(_NOTIFY, {"channel": CHANNEL, "payloads": payloads})
             except asyncio.CancelledError:
-                if conn is not None:
-                    await conn.close()
                 raise
             except Exception as exc:  # the database is away; local waiters were woken already
                 log.warning("NOTIFY failed: %s", exc)
                 self._queue(batch)  # keep them for the next try
-                if conn is not None:
-                    await conn.close()
-                conn = None
                 await asyncio.sleep(_RECONNECT_S)
 
     async def _listen(self) -> None:
         while True:
             try:
-                async with await psycopg.AsyncConnection.connect(
-                        self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVE) as conn:
+                async with await connect(self.db.direct_url, APPLICATION_NAME) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self.listening.set()
                     self._all_missed()

@@ -27,10 +27,10 @@ async def update(db: Database, name: str, changes: dict[str, Any]) -> None:
         raise ValueError(f"unknown queue settings {sorted(unknown)}")
     assignments = ", ".join(f"{k} = %({k})s" for k in changes)
     async with db.transaction() as conn:
-        await conn.execute(f"UPDATE queues SET {assignments} WHERE name = %(queue)s",
-                           {**changes, "queue": name})
+        await db.run(conn, f"UPDATE queues SET {assignments} WHERE name = %(queue)s",
+                     {**changes, "queue": name})
         if "aging_ms" in changes:
-            await conn.execute(Q.QueueAgedKeysReset, {"queue": name})
+            await db.run(conn, Q.QueueAgedKeysReset, {"queue": name})
     if "aging_ms" in changes:
         await _rekey_late_writers(db, name)
 

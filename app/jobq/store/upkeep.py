@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-import psycopg
 from psycopg import sql
 
-from jobq.store.sessions import CONNECT_TIMEOUT_S, KEEPALIVE
+from jobq.store.sessions import connect
 
 APPLICATION_NAME = "jobq-upkeep"
 
@@ -22,7 +21,5 @@ APPLICATION_NAME = "jobq-upkeep"
 async def maintain(url: str, action: Literal["VACUUM", "ANALYZE"], table: str) -> None:
     """``VACUUM table`` (never FULL: it would lock out every claim) or ``ANALYZE table``."""
     statement = sql.SQL("VACUUM {}" if action == "VACUUM" else "ANALYZE {}").format(sql.Identifier(table))
-    async with await psycopg.AsyncConnection.connect(
-            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-            application_name=APPLICATION_NAME, **KEEPALIVE) as conn:
+    async with await connect(url, APPLICATION_NAME) as conn:
         await conn.execute(statement)
