@@ -5,7 +5,9 @@ so each process keeps the live tokens in memory and re-reads them every ``REFRES
 bounds how long a revoked token still works on any replica, and how long a replica takes to
 leave local mode after the first token is created elsewhere (by ``jobq tokens create`` on
 the database, or on another replica). A token created or revoked through this process's
-own API applies here at once.
+own API applies here at once. Handing out jobs does not wait for the next read: every claim
+statement checks its token in the database itself (jobq.core.leases.claim_once), and one
+that finds it revoked tells this table (``seen_revoked``).
 
 Until the first read succeeds the table knows nothing, and says so (``loaded`` is False):
 the API then answers 503 rather than guess between local mode and a locked door.

@@ -108,7 +108,8 @@ WITH q AS (
 -- before the statement began leases nothing (this process's table of tokens may not have read it yet).
 -- NULL: the environment's admin token, or local mode, which nothing revokes. "revoked" also comes back,
 -- as the one row of a claim that leased nothing for it (see the final SELECT), so that the caller tells
--- a revoked token from an empty queue without asking again.
+-- a revoked token from an empty queue without asking again. Read, not locked: FOR SHARE would have
+-- every claim of every worker under the token write its one row.
 caller AS (
     SELECT %(token_id)s::text IS NOT NULL
            AND NOT EXISTS (SELECT 1 FROM tokens t
