@@ -320,10 +320,11 @@ async def test_a_long_poll_on_one_replica_gets_no_job_after_its_token_is_revoked
             token_id, worker = await new_worker_token(c, a, b)
             poll = asyncio.create_task(c.post(b.url + "/v1/leases", headers=worker, json={
                 "worker_id": "revoked", "queues": [QUEUE], "wait_ms": WAIT_MS}))
-            # Time for the long-poll to pass B's door and look once (milliseconds): nothing
-            # outside B shows it waiting (its pool sessions are soon reused by B's own reads).
-            # Whether it waits or is still on its first look, its claim runs after the
-            # revocation below, so the assertions hold either way.
+            # Time for the long-poll to pass B's door and look once (milliseconds). Not
+            # claim_looked_since: B's sessions go on to other statements (token reads, the
+            # reaper), and on a socket connection it sees no ports. Whether the long-poll
+            # waits or is still on its first look, its claim runs after the revocation
+            # below, so the assertions hold either way.
             await asyncio.sleep(LONG_POLL_SETTLES_S)
             assert not poll.done(), (round_, (await poll).text)
             r = await c.delete(f"{a.url}/v1/tokens/{token_id}", headers=ADMIN)
