@@ -51,7 +51,7 @@ async def test_a_job_enqueued_while_aging_is_switched_on_is_claimed_by_the_aging
         await asyncio.wait_for(change, 10)
 
     claimed = await db.fetch(Q.JobClaimAged, {"queue": QUEUE, "types": None, "limit": 10,
-                                              "lease_ms": None, "worker_id": "w"})
+                                              "lease_ms": None, "worker_id": "w", "token_id": None})
     assert len(claimed) == 1 and claimed[0]["aged_key"] is not None
 
 
@@ -60,5 +60,5 @@ async def test_switching_aging_on_does_not_wait_when_no_one_writes_jobs(db: Data
     await db.fetch(Q.JobInsert, _insert_params())
     await asyncio.wait_for(queue_settings.update(db, QUEUE, {"aging_ms": 1000}), 10)
     claimed = await db.fetch(Q.JobClaimAged, {"queue": QUEUE, "types": None, "limit": 10,
-                                              "lease_ms": None, "worker_id": "w"})
+                                              "lease_ms": None, "worker_id": "w", "token_id": None})
     assert len(claimed) == 1

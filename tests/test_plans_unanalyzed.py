@@ -43,8 +43,14 @@ INSERT INTO jobs (queue, type, status, max_attempts, attempt, lease_token, locke
 SELECT 'deep', 't', 'running', 25, 1, g, now() - interval '1 minute', now(), 'w' FROM generate_series(1, 5000) AS g;
 INSERT INTO jobs (queue, type, status, max_attempts, attempt, completed_at)
 SELECT 'deep', 't', s, 25, 1, now() - interval '1 minute'
-  FROM generate_series(1, 1000) AS g, (VALUES ('completed'), ('dead')) AS v(s)
+  FROM generate_series(1, 1000) AS g, (VALUES ('completed'), ('dead')) AS v(s);
+-- Worker tokens the claims are made under, the last one revoked.
+INSERT INTO tokens (id, role, hash, revoked_at)
+SELECT 'a0000000000' || g, 'worker', repeat('0', 64), CASE WHEN g = 9 THEN now() END
+  FROM generate_series(1, 9) AS g
 """
+LIVE_TOKEN = "a00000000001"
+REVOKED_TOKEN = "a00000000009"
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +105,11 @@ CASES: list[tuple[str, dict[str, Any], str | None, int]] = [
     # Both branches of the pick are in the plan; each queue runs the one of its order.
     ("JobClaimMany", {"queues": ["small1", "deep", "aged"]}, "jobs_claim_aged_idx,jobs_claim_idx", CLAIM_ROWS),
     ("JobClaimMany", {"queues": ["small1", "aged", "deep"]}, "jobs_claim_aged_idx,jobs_claim_idx", CLAIM_ROWS),
+    # Under a database token (above, the environment's admin token: NULL), checked in the claim.
+    ("JobClaim", {"token_id": LIVE_TOKEN}, "jobs_claim_idx", CLAIM_ROWS),
+    ("JobClaimAged", {"queue": "aged", "token_id": LIVE_TOKEN}, "jobs_claim_aged_idx", CLAIM_ROWS),
+    ("JobClaimMany", {"queues": ["small1", "deep", "aged"], "token_id": LIVE_TOKEN},
+     "jobs_claim_aged_idx,jobs_claim_idx", CLAIM_ROWS),
     ("QueueWakeCheck", {"queues": ["deep", "aged"], "caps": [100, 100]}, "jobs_waiting_idx", 2 * CLAIM_ROWS),
     ("QueueOldestWaiting", {"queue": None}, "jobs_waiting_idx", 30),
     ("QueueOldestWaiting", {}, "jobs_waiting_idx", 5),
@@ -171,3 +182,23 @@ def test_each_hot_statement_reads_its_index_without_statistics(
     # Pages: a few, and those of the rows written (each a write of the row and its indexes).
     written = (args | overrides)["limit"] if "Claim" in name or name == "JobReapExpired" else BATCH.get(name, 0)
     assert pages <= 100 + 40 * written, (pages, plan)
+
+
+@pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
+@pytest.mark.parametrize(("name", "overrides"), [
+    ("JobClaim", {}), ("JobClaimAged", {"queue": "aged"}),
+    ("JobClaimMany", {"queues": ["small1", "deep", "aged"]})])
+def test_a_claim_under_a_revoked_token_reads_no_jobs_and_says_so(
+        never_analyzed: str, args: dict[str, Any], name: str, overrides: dict[str, Any],
+        mode: str) -> None:
+    """The token is checked once, before the pick: a revoked one costs a probe of tokens,
+    not a walk of the queue, and its one row says why nothing came back."""
+    values = args | overrides | {"token_id": REVOKED_TOKEN}
+    with psycopg.connect(never_analyzed, autocommit=True) as conn:
+        doc = analyzed(conn, getattr(Q, name), values, mode)
+        with conn.transaction(force_rollback=True):
+            rows = conn.execute(getattr(Q, name), values).fetchall()
+    plan = json.dumps(doc["Plan"], indent=1)
+    assert sum(s.get("Actual Rows", 0) for s in _jobs_scans(doc["Plan"])) == 0, plan
+    assert doc["Plan"]["Actual Rows"] == 1, plan
+    assert len(rows) == 1 and rows[0][-1] is True and rows[0][0] is None, rows

@@ -74,7 +74,7 @@ def generic_plan(conn: psycopg.Connection[tuple[object, ...]], sql: str, args: d
     return "\n".join(str(r[0]) for r in rows)
 
 
-CLAIM = {"queue": QUEUE, "types": None, "limit": 1, "lease_ms": None, "worker_id": "w"}
+CLAIM = {"queue": QUEUE, "types": None, "limit": 1, "lease_ms": None, "worker_id": "w", "token_id": None}
 
 
 @pytest.mark.parametrize("name", ["JobClaim", "JobClaimAged"])
@@ -214,6 +214,9 @@ WITH moved AS (DELETE FROM jobs WHERE status IN ('completed', 'dead', 'cancelled
 INSERT INTO jobs_history SELECT m.*, m.completed_at + interval '7 days' FROM moved m;
 INSERT INTO jobs (queue, type, status, max_attempts)
 SELECT 'small' || (g % 20 + 1), 't', 'pending', 25 FROM generate_series(1, 1000) AS g;
+-- The worker token the claims are made under (tokens: a few rows, as in a deployment).
+INSERT INTO tokens (id, role, hash)
+SELECT 'b0000000000' || g, 'worker', repeat('0', 64) FROM generate_series(1, 9) AS g;
 -- A queue whose jobs due later outrank those due now (see the known limits below).
 INSERT INTO queues (name) VALUES ('ahead');
 INSERT INTO jobs (queue, type, priority, status, max_attempts, visible_at)
@@ -264,6 +267,7 @@ def args(big_url: str) -> dict[str, Any]:
         "jobs": json.dumps([{"queue": BIG, "type": "t", "payload": {}} for _ in range(10)]),
         "dead_id": dead,
         "seen": [],  # a scheduler turn's schedules handled already
+        "token_id": "b00000000001",  # the claims' access token, live
     }
 
 

@@ -415,9 +415,9 @@ class Claims:
         self.n = 0
         real = leases.claim_once
 
-        async def counted(ctx: Any, req: Any) -> Any:
+        async def counted(ctx: Any, req: Any, *token: Any) -> Any:
             self.n += 1
-            return await real(ctx, req)
+            return await real(ctx, req, *token)
 
         monkeypatch.setattr(leases, "claim_once", counted)
 

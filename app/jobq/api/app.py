@@ -105,7 +105,9 @@ and needs no header; revoking every token does not bring local mode back.
 - `503 unavailable` with `Retry-After`: the service has not read the tokens from the
   database yet (just started, database away).
 
-A revoked token stops working on every replica within a second.
+A revoked token stops working on every replica within a second, and a claim never hands out a
+job under a token whose revocation committed before it: each claim checks its token in the
+database as it takes jobs, and answers `401` if it was revoked, on whichever replica.
 """
 
 

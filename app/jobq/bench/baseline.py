@@ -62,7 +62,9 @@ def _job(queue: str) -> dict[str, Any]:
 
 
 def _claim(queue: str, limit: int) -> dict[str, Any]:
-    return {"queue": queue, "types": None, "limit": limit, "lease_ms": LEASE_MS, "worker_id": "raw"}
+    # No access token: the raw ceiling claims as the environment's admin token would.
+    return {"queue": queue, "types": None, "limit": limit, "lease_ms": LEASE_MS, "worker_id": "raw",
+            "token_id": None}
 
 
 class RawSql:

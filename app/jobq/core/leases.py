@@ -20,21 +20,23 @@ from jobq.domain.retry import backoff_ms
 from jobq.store import records
 from jobq.store.db import dumps_json
 from jobq.store.queries import Q
-from jobq.store.records import Claimed, LeaseState
+from jobq.store.records import NOTHING_CLAIMED, Claimed, ClaimOutcome, LeaseState
 
 
-async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) -> list[Claimed]:
+async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int,
+                       token_id: str | None) -> ClaimOutcome:
     params: dict[str, Any] = {
         "queue": queue,
         "types": req.types,
         "limit": limit,
         "lease_ms": req.lease_ms,
         "worker_id": req.worker_id,
+        "token_id": token_id,
     }
     settings = ctx.claim_settings.get(queue, ClaimSettings())
     statement = Q.JobClaim if settings.aging_ms is None else Q.JobClaimAged
     if settings.max_running is None:
-        return records.claimed(await ctx.db.fetch(statement, params))
+        return records.claim_outcome(await ctx.db.fetch(statement, params))
     async with ctx.db.transaction() as conn:
         await ctx.db.run(conn, Q.QueueClaimLock, {"queue": queue})
         found = await ctx.db.run(conn, Q.QueueRunningSlots, {"queue": queue})
@@ -42,8 +44,11 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int) 
         if slots is None:
             slots = limit
         if slots <= 0:
-            return []
-        return records.claimed(await ctx.db.run(conn, statement, params | {"limit": min(limit, slots)}))
+            # Nothing is handed out, so the token goes unchecked: the table's next read (or
+            # a claim that finds room) refuses it.
+            return NOTHING_CLAIMED
+        return records.claim_outcome(
+            await ctx.db.run(conn, statement, params | {"limit": min(limit, slots)}))
 
 
 def _runs(ctx: Context, queues: list[str]) -> list[list[str]]:
@@ -61,30 +66,55 @@ def _capped(ctx: Context, queue: str) -> bool:
     return ctx.claim_settings.get(queue, ClaimSettings()).max_running is not None
 
 
-async def _claim_many(ctx: Context, req: ClaimRequest, queues: list[str], limit: int) -> list[Claimed]:
+async def _claim_many(ctx: Context, req: ClaimRequest, queues: list[str], limit: int,
+                      token_id: str | None) -> ClaimOutcome:
     """Uncapped queues in one statement, earlier queues first (JobClaimMany): a claim naming
     100 queues used to run 100 statements, found or not."""
     params = {"queues": queues, "types": req.types, "limit": limit, "lease_ms": req.lease_ms,
-              "worker_id": req.worker_id}
-    return records.claimed(await ctx.db.fetch(Q.JobClaimMany, params))
+              "worker_id": req.worker_id, "token_id": token_id}
+    return records.claim_outcome(await ctx.db.fetch(Q.JobClaimMany, params))
 
 
-async def claim_once(ctx: Context, req: ClaimRequest) -> list[Lease]:
+def _no_one(token_id: str) -> None:
+    pass
+
+
+async def claim_once(ctx: Context, req: ClaimRequest, token_id: str | None = None,
+                     revoked: Callable[[str], None] = _no_one) -> list[Lease]:
     """One pass over the queues in the order given (Faktory's strict order). A capped queue
     (max_running) is claimed in its own transaction, under its lock; each run of uncapped
-    queues between them in one statement."""
+    queues between them in one statement.
+
+    ``token_id``: the database access token the claim is made under (None: the environment's
+    admin token, or local mode). Each claim statement checks it is still live at its own
+    snapshot, so a revocation committed before the statement ran, on any replica, leases
+    nothing: this process's table of tokens may not have read it yet. A statement that finds
+    it revoked tells ``revoked`` and raises Unauthorized, unless an earlier statement of this
+    pass (which ran before the revocation committed) leased something: that is answered, and
+    nothing more is claimed."""
     await ctx.refresh_caps(req.queues)
     claimed: list[Claimed] = []
+    refused = False
     for run in _runs(ctx, req.queues):
         room = req.limit - len(claimed)
         if room <= 0:
             break
         if len(run) == 1:
-            claimed.extend(await _claim_queue(ctx, req, run[0], room))
+            outcome = await _claim_queue(ctx, req, run[0], room, token_id)
         else:
-            claimed.extend(await _claim_many(ctx, req, run, room))
+            outcome = await _claim_many(ctx, req, run, room, token_id)
+        claimed.extend(outcome.claimed)
+        if outcome.token_revoked:
+            refused = True
+            break
     if claimed:
         ctx.events.emit("claimed", [c.change for c in claimed])
+    if refused:
+        assert token_id is not None  # the statements never find no token revoked
+        revoked(token_id)
+        if not claimed:
+            raise Unauthorized("the access token is revoked; nothing was claimed",
+                               invalid_token=True)
     return [c.lease for c in claimed]
 
 
@@ -95,6 +125,7 @@ async def _never() -> bool:
 async def claim(
     ctx: Context, req: ClaimRequest, gone: Callable[[], Awaitable[bool]] = _never,
     allowed: Callable[[], bool] | None = None, owner: str | None = None,
+    revoked: Callable[[str], None] = _no_one,
 ) -> list[Lease]:
     """Claim, long-polling up to ``wait_ms`` for at least one job (see core.wakeups).
 
@@ -104,7 +135,11 @@ async def claim(
     ``allowed`` tells whether the caller's access token is still valid, and is asked before
     every claim: a long-poll outlives the check made when its request came in, and a token
     revoked meanwhile must not be handed a job (Unauthorized, nothing claimed). ``owner``,
-    the token's id, lets its revocation wake the long-poll (``Wakeups.revoked``).
+    the token's id, lets its revocation wake the long-poll (``Wakeups.revoked``), and is
+    checked again by every claim statement itself (``claim_once``): ``allowed`` only knows
+    what this process's table of tokens last read, and a revocation made through another
+    replica reaches it up to a refresh later. ``revoked`` is told the id when a statement
+    finds it revoked first, so that this process refuses it from then on.
     """
     await ctx.ensure_queues(req.queues)
 
@@ -112,7 +147,7 @@ async def claim(
         if allowed is not None and not allowed():
             raise Unauthorized("the access token was revoked while this claim waited; "
                                "nothing was claimed", invalid_token=True)
-        return await claim_once(ctx, req)
+        return await claim_once(ctx, req, owner, revoked)
 
     return await ctx.wakeups.wait_for_work(
         req.queues, req.types, req.limit, req.wait_ms / 1000,

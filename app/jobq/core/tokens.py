@@ -5,7 +5,9 @@ so each process keeps the live tokens in memory and re-reads them every ``REFRES
 bounds how long a revoked token still works on any replica, and how long a replica takes to
 leave local mode after the first token is created elsewhere (by ``jobq tokens create`` on
 the database, or on another replica). A token created or revoked through this process's
-own API applies here at once.
+own API applies here at once. Handing out jobs does not wait for the next read: every claim
+statement checks its token in the database itself (jobq.core.leases.claim_once), and one
+that finds it revoked tells this table (``seen_revoked``).
 
 Until the first read succeeds the table knows nothing, and says so (``loaded`` is False):
 the API then answers 503 rather than guess between local mode and a locked door.
@@ -116,6 +118,11 @@ class TokenTable:
         # in the gap before the read that follows it (a long-poll woken by the revocation
         # would find its token live again).
         self._forgotten: set[str] = set()
+        # Tokens a claim statement found revoked in the database (another replica revoked
+        # them) before this table read it: refused here at once. Each stays until a read
+        # that does not list it: a read that began before the revocation committed still
+        # does, and must not put it back.
+        self._seen_revoked: set[str] = set()
 
     @property
     def local_mode(self) -> bool:
@@ -181,6 +188,10 @@ class TokenTable:
         if not self._ever:  # read until the first token appears; rows are never deleted
             ever = records.scalar(await self.db.fetch_one(Q.TokensEver))
             self._ever = bool(live) or bool(ever)
+        # After the last await: one seen while this read was under way is in the set by now.
+        self._seen_revoked &= live.keys()
+        for token_id in self._seen_revoked:
+            live.pop(token_id, None)
         gone = self._live.keys() - live.keys()
         if live.keys() != self._live.keys():
             log.info("access tokens: %d live%s", len(live),
@@ -200,6 +211,14 @@ class TokenTable:
             await self.refresh()  # begins after any read in progress: it sees the revocation
         finally:
             self._forgotten.discard(token_id)
+
+    def seen_revoked(self, token_id: str) -> None:
+        """The database says ``token_id`` is revoked (a claim statement found it so), and this
+        table may not have read it yet: refuse it from now on, and end its long-polls here,
+        without waiting for the next read. Revocations are never undone."""
+        self._seen_revoked.add(token_id)
+        if self._live.pop(token_id, None) is not None:
+            self._revoked({token_id})
 
     async def run(self, every_s: float = REFRESH_S) -> None:
         """Re-read the live tokens for ever. A failed read keeps the last table: revoking a

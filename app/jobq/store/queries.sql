@@ -104,6 +104,17 @@ SELECT q.name, q.max_depth,
 WITH q AS (
     SELECT name, lease_ms FROM queues WHERE name = %(queue)s AND NOT paused
 ),
+-- The claiming access token, live at this statement's snapshot: a revocation committed on any replica
+-- before the statement began leases nothing (this process's table of tokens may not have read it yet).
+-- NULL: the environment's admin token, or local mode, which nothing revokes. "revoked" also comes back,
+-- as the one row of a claim that leased nothing for it (see the final SELECT), so that the caller tells
+-- a revoked token from an empty queue without asking again. Read, not locked: FOR SHARE would have
+-- every claim of every worker under the token write its one row.
+caller AS (
+    SELECT %(token_id)s::text IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM tokens t
+                            WHERE t.id = %(token_id)s::text AND t.revoked_at IS NULL) AS revoked
+),
 picked AS (
     SELECT j.id
       FROM jobs j
@@ -111,7 +122,7 @@ picked AS (
        AND j.status IN ('pending', 'failed') AND j.lease_expiries >= 0
        AND j.visible_at <= now()
        AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
-       AND EXISTS (SELECT 1 FROM q)
+       AND EXISTS (SELECT 1 FROM q) AND NOT (SELECT revoked FROM caller)
      ORDER BY j.priority DESC, j.visible_at, j.id
      LIMIT (SELECT %(limit)s::bigint)  -- hidden from the planner: see JobClaim's note
        FOR UPDATE OF j SKIP LOCKED
@@ -131,7 +142,12 @@ claimed AS (
      WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.*
 )
-SELECT * FROM claimed ORDER BY priority DESC, visible_at, id;
+-- Every row says whether the token was revoked; a revoked one gets a single row, its job columns NULL
+-- (the claimed CTE is empty then: nothing was picked), and an empty claim under a live token no row.
+SELECT c.*, k.revoked AS token_revoked
+  FROM caller k LEFT JOIN claimed c ON true
+ WHERE c.id IS NOT NULL OR k.revoked
+ ORDER BY c.priority DESC, c.visible_at, c.id;
 
 -- name: JobClaimAged
 -- JobClaim for a queue with aging_ms: effective priority order, from the aging index.
@@ -139,6 +155,12 @@ SELECT * FROM claimed ORDER BY priority DESC, visible_at, id;
 -- index needs "lease_expiries >= 0", which only the plain claim states (migration 0011).
 WITH q AS (
     SELECT name, lease_ms FROM queues WHERE name = %(queue)s AND NOT paused
+),
+-- The claiming token, live at this statement's snapshot: see JobClaim.
+caller AS (
+    SELECT %(token_id)s::text IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM tokens t
+                            WHERE t.id = %(token_id)s::text AND t.revoked_at IS NULL) AS revoked
 ),
 picked AS (
     SELECT j.id
@@ -148,7 +170,7 @@ picked AS (
        AND j.visible_at <= now()
        AND j.aged_key IS NOT NULL
        AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
-       AND EXISTS (SELECT 1 FROM q)
+       AND EXISTS (SELECT 1 FROM q) AND NOT (SELECT revoked FROM caller)
      ORDER BY j.aged_key, j.id
      LIMIT (SELECT %(limit)s::bigint)  -- hidden from the planner: see JobClaim's note
        FOR UPDATE OF j SKIP LOCKED
@@ -168,7 +190,11 @@ claimed AS (
      WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.*
 )
-SELECT * FROM claimed ORDER BY aged_key, id;
+-- As JobClaim's: one row with NULL job columns for a revoked token.
+SELECT c.*, k.revoked AS token_revoked
+  FROM caller k LEFT JOIN claimed c ON true
+ WHERE c.id IS NOT NULL OR k.revoked
+ ORDER BY c.aged_key, c.id;
 
 -- name: QueueCaps
 -- The settings a claim needs to pick its statement: running cap and aging.
@@ -808,7 +834,12 @@ SELECT s.name AS queue,
 -- runs): claim order from jobs_claim_idx, or effective priority from jobs_claim_aged_idx. FOR
 -- UPDATE cannot apply to a UNION's inputs, hence each branch locks in a subquery of its own. The
 -- queues LATERAL keeps OFFSET 0 so it stays a per-queue probe and cannot be joined out of order.
-WITH picked AS (
+WITH caller AS (  -- the claiming token, live at this statement's snapshot: see JobClaim
+    SELECT %(token_id)s::text IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM tokens t
+                            WHERE t.id = %(token_id)s::text AND t.revoked_at IS NULL) AS revoked
+),
+picked AS (
     SELECT p.id, q.lease_ms, u.ord, q.aged
       FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS u(name, ord)
      CROSS JOIN LATERAL (
@@ -835,6 +866,7 @@ WITH picked AS (
                    ORDER BY j.aged_key, j.id
                    LIMIT (SELECT %(limit)s::bigint)
                      FOR UPDATE OF j SKIP LOCKED) AS b) AS p
+     WHERE NOT (SELECT revoked FROM caller)
      LIMIT %(limit)s
 ),
 -- By primary key through the array of ids, as in JobClaim; joined to picked for each job's queue's lease_ms.
@@ -852,9 +884,12 @@ claimed AS (
        AND j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.*, p.ord AS _ord, p.aged AS _aged
 )
-SELECT * FROM claimed
- ORDER BY _ord, CASE WHEN _aged THEN aged_key END, CASE WHEN NOT _aged THEN priority END DESC,
-          CASE WHEN NOT _aged THEN visible_at END, id;
+-- As JobClaim's: one row with NULL job columns for a revoked token.
+SELECT c.*, k.revoked AS token_revoked
+  FROM caller k LEFT JOIN claimed c ON true
+ WHERE c.id IS NOT NULL OR k.revoked
+ ORDER BY c._ord, CASE WHEN c._aged THEN c.aged_key END, CASE WHEN NOT c._aged THEN c.priority END DESC,
+          CASE WHEN NOT c._aged THEN c.visible_at END, c.id;
 
 -- name: TableUpkeepStats
 -- Row churn of jobq's own tables (those of %(tables)s that exist) from the statistics collector, and whether autovacuum runs on each (the server's switch and the table's autovacuum_enabled), for the leader's ANALYZE and VACUUM (core/maintenance.py) and the dead-tuple gauge.

@@ -120,8 +120,28 @@ class Claimed(NamedTuple):
     change: JobChange
 
 
-def claimed(rows: Iterable[Row]) -> list[Claimed]:
-    return [Claimed(lease(r), change(r)) for r in rows]
+class ClaimOutcome(NamedTuple):
+    """What one claim statement did: the jobs it leased, and whether it found the claiming
+    token revoked (then it leased nothing)."""
+
+    claimed: list[Claimed]
+    token_revoked: bool
+
+
+NOTHING_CLAIMED = ClaimOutcome([], False)
+
+
+def claim_outcome(rows: Iterable[Row]) -> ClaimOutcome:
+    """The rows of JobClaim, JobClaimAged or JobClaimMany: the leased jobs, or the one row
+    (job columns NULL) that says the token was revoked at the statement's snapshot."""
+    out: list[Claimed] = []
+    revoked = False
+    for r in rows:
+        if r["token_revoked"]:
+            revoked = True
+        else:
+            out.append(Claimed(lease(r), change(r)))
+    return ClaimOutcome(out, revoked)
 
 
 class LeaseState(NamedTuple):

@@ -64,7 +64,9 @@ async def claim(request: Request) -> Response:
     (woken by LISTEN/NOTIFY) until at least one job is claimed or the time is up. Paused
     queues hand out nothing; a queue with `max_running` never has more running jobs. A
     long-poll whose client hung up stops without claiming; one whose token is revoked
-    while it waits answers `401` within a second and claims nothing.
+    while it waits answers `401` within a second and claims nothing. Every claim checks its
+    token in the database as it takes jobs: a token whose revocation committed before that,
+    through any replica, is handed nothing (`401`).
 
     Each service process holds at most `JOBQ_MAX_LONG_POLLS` waiting claims (by default
     derived from its file descriptor limit, so that waiting workers never take the
@@ -89,7 +91,7 @@ async def claim(request: Request) -> Response:
             leases = await core.claim(ctx, req if may_wait else replace(req, wait_ms=0),
                                       request.is_disconnected,
                                       allowed=partial(tokens.still_valid, who),
-                                      owner=who.token_id)
+                                      owner=who.token_id, revoked=tokens.seen_revoked)
         else:
             leases = []
     if not leases and not may_wait:
