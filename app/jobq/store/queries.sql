@@ -1038,6 +1038,10 @@ WITH doomed AS (
              WHERE h.queue = q.name AND h.status = 'dead'
                AND h.expires_at - h.completed_at > make_interval(secs => q.dead_retention_ms / 1000.0)
                AND (h.completed_at < now() - make_interval(secs => q.dead_retention_ms / 1000.0)) IS TRUE
+             -- The kept index's order: without it PostgreSQL 18 walked the partial index of
+             -- every dead job by id (jobs_history_dead_idx), filtering on the queue, hoping to
+             -- meet a row early (89,000 pages at 10^5 dead jobs; PostgreSQL 15 took the kept one).
+             ORDER BY h.expires_at - h.completed_at
              LIMIT %(limit)s) AS h
      LIMIT %(limit)s)
 ),
