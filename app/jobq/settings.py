@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from jobq.descriptors import default_max_long_polls
@@ -135,24 +135,15 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "text"
     log_level: str = "INFO"
 
-    @field_validator("database_url")
+    @field_validator("database_url", "direct_database_url")
     @classmethod
-    def _check_url(cls, value: str | None) -> str | None:
+    def _check_url(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None or value == "":
             return None
+        name = f"JOBQ_{str(info.field_name).upper()}"
         if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-            raise ValueError("JOBQ_DATABASE_URL must start with postgresql://")
-        check_libpq_url(value)
-        return value
-
-    @field_validator("direct_database_url")
-    @classmethod
-    def _check_direct_url(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return None
-        if not value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-            raise ValueError("JOBQ_DIRECT_DATABASE_URL must start with postgresql://")
-        check_libpq_url(value, "JOBQ_DIRECT_DATABASE_URL")
+            raise ValueError(f"{name} must start with postgresql://")
+        check_libpq_url(value, name)
         return value
 
     @field_validator("database_pooling", "prepared_statements", mode="before")
