@@ -40,6 +40,9 @@ def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     pg = context.new_page()
     pg.set_default_timeout(10_000)
+    # Assertions wait as long as actions do: on a CI machine loaded by two test workers
+    # and the browser, a page that reads 1,000 queues first took longer than the default 5 s.
+    expect.set_options(timeout=10_000)
     yield pg
     context.close()
 

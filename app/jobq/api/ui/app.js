@@ -470,6 +470,10 @@ async function navigate() {
   document.querySelectorAll("nav a").forEach((a) =>
     a.classList.toggle("active", a.dataset.view === r.view || (r.view === "job" && a.dataset.view === "jobs")));
   showApp();
+  // The page being left stays on screen while the new one loads (a filter over 1,000 queues
+  // reads them all first): say so, rather than show its rows under the new address.
+  const stale = $("#body");
+  if (stale) stale.innerHTML = `<p class="muted">loading…</p>`;
   const html = await views[r.view].frame(r);
   if (r !== current) return;
   $("#view").innerHTML = html;
