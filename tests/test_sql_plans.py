@@ -27,6 +27,7 @@ import pytest
 from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store.queries import Q
 from tests import pg
+from tests.waiting import eventually
 
 QUEUE = "plans"
 
@@ -52,6 +53,9 @@ def stale_stats(database_url: str) -> Iterator[psycopg.Connection[tuple[object, 
                      "FROM generate_series(1, 20000)", (QUEUE,))
         conn.execute("DELETE FROM jobs")
         conn.execute("VACUUM ANALYZE jobs")
+        # Its pages given back: a VACUUM that could not truncate (in CI, now and then) leaves
+        # "no row in 385 pages", another case (see emptied_untruncated).
+        eventually(lambda: _truncated(conn), what="VACUUM to give the emptied table's pages back")
         conn.execute(  # ...then it fills up, with nothing to analyze it again
             "INSERT INTO jobs (queue, type, max_attempts) SELECT %s, 't', 3 FROM generate_series(1, 20000)",
             (QUEUE,))
@@ -85,6 +89,57 @@ def test_a_claim_never_scans_the_whole_jobs_table(stale_stats: psycopg.Connectio
     # The UPDATE finds the picked rows through the array of their ids, by primary key: no
     # join is left for a plan to turn into a scan of the table.
     assert re.search(r"jobs_pkey[^\n]*\n\s+Index Cond: \(id = ANY", plan), plan
+
+
+def _truncated(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+    row = conn.execute("SELECT relpages FROM pg_class WHERE relname = 'jobs'").fetchone()
+    if row is not None and row[0] == 0:
+        return True
+    conn.execute("VACUUM ANALYZE jobs")
+    return False
+
+
+@pytest.fixture
+def emptied_untruncated(database_url: str) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """As ``stale_stats``, but the VACUUM of the emptied table could not give its pages back
+    (truncating needs a moment alone with the table, which a busy queue rarely leaves): the
+    statistics then say "no row in 385 pages", which the planner takes for an empty table, so
+    reading any index whole looks as cheap as probing it."""
+    with psycopg.connect(database_url, autocommit=True) as conn, psycopg.connect(database_url) as other:
+        conn.execute("INSERT INTO queues (name) VALUES (%s) ON CONFLICT DO NOTHING", (QUEUE,))
+        conn.execute("INSERT INTO jobs (queue, type, max_attempts) SELECT %s, 't', 3 "
+                     "FROM generate_series(1, 20000)", (QUEUE,))
+        conn.execute("DELETE FROM jobs")
+        other.execute("LOCK TABLE jobs IN ROW SHARE MODE")  # as a claim in flight would
+        conn.execute("VACUUM ANALYZE jobs")
+        other.rollback()
+        pages, tuples = conn.execute(
+            "SELECT relpages, reltuples FROM pg_class WHERE relname = 'jobs'").fetchone() or (0, 0)
+        assert pages > 0 and tuples == 0, (pages, tuples)
+        conn.execute("INSERT INTO jobs (queue, type, max_attempts) SELECT %s, 't', 3 "
+                     "FROM generate_series(1, 20000)", (QUEUE,))
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        yield conn
+
+
+# A known limit, kept so that its fix is noticed (strict: an xpass fails). Until the next
+# ANALYZE (autovacuum's, which a table seen empty asks for after 50 changed rows, or the
+# duties leader's where autovacuum is off) a claim's generic plan may read
+# jobs_queue_status_id_idx whole to find its picked ids. Stating the picked rows' queue and
+# status in the UPDATE did not help (the planner then reads the queue's whole range).
+@pytest.mark.xfail(strict=True, reason="a table whose statistics say empty: the claim's UPDATE "
+                   "may read an index whole until the next ANALYZE (known limit)")
+@pytest.mark.parametrize("name", ["JobClaim", "JobClaimAged", "JobClaimMany"])
+def test_a_claim_on_a_table_that_looks_empty_updates_by_probes(
+        emptied_untruncated: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+    """The claim's UPDATE finds its picked rows by probes, never by reading an index whole
+    (seen in CI: jobs_queue_status_id_idx read from end to end for ``id = ANY``)."""
+    args = CLAIM | ({"queues": [QUEUE, "other"]} if name == "JobClaimMany" else {})
+    plan = generic_plan(emptied_untruncated, getattr(Q, name), args)
+    update = plan[plan.index("Update on jobs"):]
+    scan = re.search(r"(Index Scan|Bitmap Index Scan) using (\w+)[^\n]*\n\s+Index Cond: \(([^\n]*)\)", update)
+    assert scan is not None, plan
+    assert scan.group(2) == "jobs_pkey" and scan.group(3).startswith("id = ANY"), plan
 
 
 def test_a_batch_ack_fetches_its_jobs_by_primary_key(stale_stats: psycopg.Connection[tuple[object, ...]]) -> None:
