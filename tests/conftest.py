@@ -147,10 +147,11 @@ def live_server(database_url: str) -> Iterator[LiveServer]:
     server.stop()
 
 
-@pytest.fixture
-def replicas(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
-    """Two service processes on one database, as two replicas behind a load balancer."""
-    a, b = LiveServer(database_url), LiveServer(database_url)
+@contextlib.contextmanager
+def two_replicas(database_url: str, env: dict[str, str] | None = None) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Two service processes on one database, as two replicas behind a load balancer, each
+    with ``env`` (JOBQ_ADMIN_TOKEN, say)."""
+    a, b = LiveServer(database_url, env=env), LiveServer(database_url, env=env)
     try:
         a.start()
         b.start()
@@ -158,3 +159,9 @@ def replicas(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.fixture
+def replicas(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
+    with two_replicas(database_url) as pair:
+        yield pair

@@ -20,7 +20,7 @@ from jobq.client import Unauthorized
 from jobq.core import leases, tokens
 from jobq.domain.access import Role
 from jobq.worker import Worker
-from tests.conftest import LiveServer, make_settings
+from tests.conftest import LiveServer, make_settings, two_replicas
 from tests.helpers import long_polls_idle, problem
 from tests.waiting import aeventually
 
@@ -279,15 +279,8 @@ LONG_POLL_SETTLES_S = 0.3
 @pytest.fixture
 def replicas_with_tokens(database_url: str) -> Iterator[tuple[LiveServer, LiveServer]]:
     """Two `jobq serve` processes on one database, with the bootstrap admin token."""
-    env = {"JOBQ_ADMIN_TOKEN": ADMIN_TOKEN}
-    a, b = LiveServer(database_url, env=env), LiveServer(database_url, env=env)
-    try:
-        a.start()
-        b.start()
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
+    with two_replicas(database_url, {"JOBQ_ADMIN_TOKEN": ADMIN_TOKEN}) as pair:
+        yield pair
 
 
 async def new_worker_token(c: httpx.AsyncClient, via: LiveServer, known_to: LiveServer) -> tuple[str, dict[str, str]]:
