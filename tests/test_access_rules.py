@@ -288,6 +288,7 @@ BUILDERS: dict[str, Builder] = {
     "ui_root": lambda w, q: _static("/"),
     "ui_index": lambda w, q: _static("/ui"),
     "ui_file": lambda w, q: _static("/ui/app.js"),
+    "ui_favicon": lambda w, q: _static("/favicon.ico"),
 }
 
 
@@ -321,7 +322,7 @@ def test_rules_say_what_the_issue_says() -> None:
                   "list_workers", "get_throughput"}
     public = {"healthz", "readyz", "problem_page",
               # the dashboard's static files: no data in them (issue 16)
-              "ui_root", "ui_index", "ui_file"}
+              "ui_root", "ui_index", "ui_file", "ui_favicon"}
     for name, rule in access.RULES.items():
         want_roles = ({Role.PRODUCER} if name in producer else set()) | (
             {Role.WORKER} if name in worker else set())

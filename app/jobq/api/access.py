@@ -72,6 +72,7 @@ RULES: dict[str, Rule] = {
     "ui_root": PUBLIC,
     "ui_index": PUBLIC,
     "ui_file": PUBLIC,
+    "ui_favicon": PUBLIC,
     "create_job": PRODUCER,
     "create_jobs": PRODUCER,
     "list_jobs": PRODUCER,

@@ -6,12 +6,14 @@
 
 const POLL_MS = 3000;
 const THROUGHPUT_EVERY_MS = 10000;
-const CHART_MINUTES = 15;
+const CHART_MINUTES = 15; // a queue's small chart
+const HISTORY_MINUTES = 60; // the overall graph (the API's longest window); one read serves both
 const PAGE_SIZE = 50;
 const TOKEN_KEY = "jobq.token";
 const STATUSES = ["pending", "running", "failed", "completed", "dead", "cancelled"];
 
-const state = { gen: 0, timer: null, throughput: null, throughputAt: 0, cursors: [], busy: false };
+const state = { gen: 0, timer: null, throughput: null, throughputAt: 0, throughputRead: null, cursors: [], busy: false,
+  totals: null, totalsAt: 0, totalsPages: 0, totalsPartial: false };
 
 // ---- helpers ----------------------------------------------------------------------------
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -22,11 +24,6 @@ function esc(v) {
 function ago(iso) {
   if (!iso) return "";
   return duration(Date.now() - Date.parse(iso)) + " ago";
-}
-function until(iso) {
-  if (!iso) return "";
-  const ms = Date.parse(iso) - Date.now();
-  return ms <= 0 ? "due" : "in " + duration(ms);
 }
 function duration(ms) {
   if (ms == null) return "";
@@ -39,7 +36,19 @@ function duration(ms) {
   const h = Math.round(m / 60);
   return h < 48 ? h + " h" : Math.round(h / 24) + " d";
 }
-function time(iso) { return iso ? `<span title="${esc(iso)}">${esc(iso.replace("T", " ").replace(/\.\d+Z$/, "Z"))}</span>` : ""; }
+// When, relative to now: "3 min ago", "in 2 h", "just now".
+function relative(iso) {
+  if (!iso) return "";
+  const ms = Date.parse(iso) - Date.now();
+  if (Math.abs(ms) < 1000) return "just now";
+  return ms < 0 ? duration(-ms) + " ago" : "in " + duration(ms);
+}
+// A time as UTC, with how long ago (or until) beside it; the exact value is the title.
+function time(iso) {
+  if (!iso) return "";
+  return `<span class="time" title="${esc(iso)}">${esc(iso.replace("T", " ").replace(/\.\d+Z$/, "Z"))}
+    <span class="rel" data-rel>(${esc(relative(iso))})</span></span>`;
+}
 function badge(text) { return `<span class="badge ${esc(text)}">${esc(text)}</span>`; }
 function json(v) { return `<pre>${esc(JSON.stringify(v, null, 2))}</pre>`; }
 function query(params) {
@@ -66,6 +75,7 @@ class ApiError extends Error {
     super((problem && (problem.detail || problem.title)) || `HTTP ${status}`);
     this.status = status;
     this.code = problem && problem.code;
+    this.problem = problem;
   }
 }
 
@@ -129,16 +139,18 @@ const views = {};
 
 views.queues = {
   // A page at a time (GET /v1/queues is paginated), searched by the start of the name.
-  frame: (r) => `<h1>Queues</h1><form class="filters" id="filters">
+  frame: (r) => `<h1>Queues</h1><div id="overview"></div><form class="filters" id="filters">
       <label>Name starts with<input name="prefix" value="${esc(r.params.prefix || "")}" placeholder="any"></label>
       <button type="submit">Search</button></form><div id="body"></div>
-    <p class="muted">Waiting = pending + failed (waiting to retry). Throughput: jobs finished per
-    minute over the last ${CHART_MINUTES} minutes (<span class="swatch c"></span> completed,
-    <span class="swatch d"></span> dead), from <code>GET /v1/throughput</code>.</p>`,
+    <p class="muted">The counts are the API's (<code>GET /v1/queues</code>): Failed = failed, waiting
+    to retry (not counted in Pending). Throughput: jobs finished per minute over the last
+    ${CHART_MINUTES} minutes (<span class="swatch c"></span> completed, <span class="swatch d"></span>
+    dead), from <code>GET /v1/throughput</code>.</p>`,
   async body(r) {
     const prefix = r.params.prefix;
     const [page, tp] = await Promise.all([
-      api("GET", "/v1/queues" + query({ prefix, limit: PAGE_SIZE, cursor: currentCursor() })), throughput()]);
+      api("GET", "/v1/queues" + query({ prefix, limit: PAGE_SIZE, cursor: currentCursor() })), throughput(),
+      overview()]);
     const queues = page.queues;
     const series = Object.fromEntries((tp ? tp.queues : []).map((q) => [q.name, q]));
     if (!queues.length) return prefix ? `<p class="muted">No queue's name starts with ${esc(prefix)}.</p>`
@@ -148,40 +160,119 @@ views.queues = {
       const paused = q.settings.paused;
       const t = series[q.name];
       return `<tr data-queue="${esc(q.name)}">
-        <td><a href="#/jobs?queue=${encodeURIComponent(q.name)}">${esc(q.name)}</a>
+        <td class="name"><a href="#/queue/${encodeURIComponent(q.name)}">${esc(q.name)}</a>
           ${paused ? badge("paused") : ""}</td>
-        <td class="num" data-col="waiting">${(c.pending || 0) + (c.failed || 0)}</td>
-        <td class="num" data-col="running">${c.running || 0}</td>
-        <td class="num" data-col="failed">${c.failed || 0}</td>
-        <td class="num" data-col="dead"><a href="#/dead?queue=${encodeURIComponent(q.name)}">${c.dead || 0}</a></td>
-        <td class="num hide-narrow" data-col="completed">${c.completed || 0}</td>
-        <td class="num" data-col="oldest">${q.oldest_waiting_ms == null ? "–" : duration(q.oldest_waiting_ms)}</td>
-        <td class="hide-narrow" data-col="throughput">${t ? spark(t) : tp ? "" : '<span class="muted">n/a</span>'}</td>
-        <td><button type="button" data-act="${paused ? "resume" : "pause"}" data-queue="${esc(q.name)}">
+        ${countCells(c, q.name)}
+        <td class="num" data-col="oldest" data-label="Oldest waiting">${q.oldest_waiting_ms == null ? "–" : duration(q.oldest_waiting_ms)}</td>
+        <td class="chart" data-col="throughput">${t ? spark(t) : tp ? "" : '<span class="muted">n/a</span>'}</td>
+        <td class="act"><button type="button" data-act="${paused ? "resume" : "pause"}" data-queue="${esc(q.name)}">
           ${paused ? "Resume" : "Pause"}</button></td></tr>`;
     }).join("");
-    return `<div class="table-wrap"><table><thead><tr><th>Queue</th><th class="num">Waiting</th>
-      <th class="num">Running</th><th class="num">Failed</th><th class="num">Dead</th>
-      <th class="num hide-narrow">Completed</th><th class="num">Oldest waiting</th>
-      <th class="hide-narrow">Throughput</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`
+    return `<div class="table-wrap"><table class="queues"><thead><tr><th>Queue</th>${countHeads()}
+      <th class="num">Oldest waiting</th><th>Throughput</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`
       + (page.next_cursor || state.cursors.length ? pager(page.next_cursor) : "");
   },
   async act(button) {
     if (paging[button.dataset.act]) { paging[button.dataset.act](button); return; }
-    const name = button.dataset.queue;
-    await api("PATCH", "/v1/queues/" + encodeURIComponent(name), { paused: button.dataset.act === "pause" });
-    setStatus(`${name}: ${button.dataset.act === "pause" ? "paused" : "resumed"}`);
+    await pauseOrResume(button);
   },
   filter(form) {
     location.hash = "#/queues" + query({ prefix: new FormData(form).get("prefix").trim() });
   },
 };
 
+// A queue's counts, one column per status of GET /v1/queues (each job in exactly one).
+const COUNT_COLUMNS = [
+  ["pending", "Pending", "waiting to be claimed"],
+  ["running", "Running", "held by a worker"],
+  ["failed", "Failed", "failed, waiting to retry"],
+  ["dead", "Dead", "failed for good"],
+  ["completed", "Completed", "finished, kept for the queue's retention"],
+  ["cancelled", "Cancelled", "cancelled, kept for the queue's retention"],
+];
+function countHeads() {
+  return COUNT_COLUMNS.map(([, label, help]) => `<th class="num" title="${esc(help)}">${label}</th>`).join("");
+}
+function countCells(c, queue) {
+  return COUNT_COLUMNS.map(([key, label]) => {
+    const n = c[key] || 0;
+    const shown = key === "dead" && n ? `<a href="#/dead?queue=${encodeURIComponent(queue)}">${n}</a>` : n;
+    return `<td class="num" data-col="${key}" data-label="${label}">${shown}</td>`;
+  }).join("");
+}
+
+async function pauseOrResume(button) {
+  const name = button.dataset.queue;
+  await api("PATCH", "/v1/queues/" + encodeURIComponent(name), { paused: button.dataset.act === "pause" });
+  setStatus(`${name}: ${button.dataset.act === "pause" ? "paused" : "resumed"}`);
+}
+
+// One queue (#/queue/NAME): its counts and settings, Pause / Resume, and Delete queue.
+views.queue = {
+  frame: (r) => `<h1>Queue ${esc(r.arg)}</h1>
+    <div class="actions"><a href="#/jobs?queue=${encodeURIComponent(r.arg)}">Jobs</a>
+      <a href="#/dead?queue=${encodeURIComponent(r.arg)}">Dead letters</a></div>
+    <div id="body"></div><div id="queue-delete" role="alert"></div>`,
+  async body(r) {
+    let q;
+    const [got, tp] = await Promise.allSettled([
+      api("GET", "/v1/queues/" + encodeURIComponent(r.arg)), throughput()]);
+    if (got.status === "rejected") {
+      if (got.reason.status === 404) return `<p class="error">No queue ${esc(r.arg)}.</p>`;
+      throw got.reason;
+    }
+    q = got.value;
+    const t = tp.status === "fulfilled" && tp.value ? tp.value.queues.find((x) => x.name === q.name) : null;
+    const paused = q.settings.paused;
+    const settings = Object.entries(q.settings).map(([k, v]) =>
+      `<dt>${esc(k)}</dt><dd>${v == null ? "–" : esc(typeof v === "object" ? JSON.stringify(v) : v)}</dd>`).join("");
+    return `<div class="actions">
+        <button type="button" data-act="${paused ? "resume" : "pause"}" data-queue="${esc(q.name)}">${paused ? "Resume" : "Pause"}</button>
+        <button type="button" class="danger" data-act="delete-queue">Delete queue</button></div>
+      <div class="table-wrap"><table class="queues"><thead><tr>${countHeads()}<th class="num">Oldest waiting</th>
+        <th>Throughput</th></tr></thead><tbody><tr data-queue="${esc(q.name)}">${countCells(q.counts, q.name)}
+        <td class="num" data-col="oldest" data-label="Oldest waiting">${q.oldest_waiting_ms == null ? "–" : duration(q.oldest_waiting_ms)}</td>
+        <td class="chart" data-col="throughput">${t ? spark(t) : ""}</td></tr></tbody></table></div>
+      <h2>Settings</h2><dl class="fields">${settings}</dl>`;
+  },
+  async act(button, r) {
+    const act = button.dataset.act;
+    if (act === "pause" || act === "resume") { await pauseOrResume(button); return; }
+    if (act === "delete-queue" || act === "delete-queue-purge") await deleteQueue(r.arg, act === "delete-queue-purge");
+  },
+};
+
+// DELETE /v1/queues/{name}: refused (409 queue_not_empty) while the queue holds jobs; the
+// refusal is shown with an offer to delete the jobs too (?purge=true), confirmed again.
+async function deleteQueue(name, purge) {
+  const box = $("#queue-delete");
+  const question = purge
+    ? `Delete queue ${name} AND every job in it (waiting, running, failed and dead)? This cannot be undone.`
+    : `Delete queue ${name}?`;
+  if (!confirm(question)) return;
+  try {
+    await api("DELETE", "/v1/queues/" + encodeURIComponent(name) + (purge ? "?purge=true" : ""));
+  } catch (e) {
+    if (e.status !== 409 || !box) throw e;
+    box.innerHTML = `<div class="notice"><p class="error" data-problem="${esc(e.code || "")}">${esc(e.message)}</p>
+      ${e.code === "queue_not_empty" ? `<button type="button" class="danger" data-act="delete-queue-purge">
+        Delete the queue with its jobs</button>` : ""}</div>`;
+    return;
+  }
+  setStatus(`queue ${name} deleted`);
+  location.hash = "#/queues";
+}
+
 // /v1/throughput reads the jobs finished in the window: asked for less often than the counts.
 async function throughput() {
   if (state.throughput && Date.now() - state.throughputAt < THROUGHPUT_EVERY_MS) return state.throughput;
+  // The queue rows and the overview ask at once: one read serves both.
+  if (!state.throughputRead) state.throughputRead = readThroughput().finally(() => { state.throughputRead = null; });
+  return state.throughputRead;
+}
+async function readThroughput() {
   try {
-    state.throughput = await api("GET", "/v1/throughput" + query({ minutes: CHART_MINUTES }));
+    state.throughput = await api("GET", "/v1/throughput" + query({ minutes: HISTORY_MINUTES }));
   } catch (e) {
     if (e.status !== 403) throw e;
     state.throughput = null; // an admin of some queues only: the chart is not theirs to read
@@ -190,10 +281,80 @@ async function throughput() {
   return state.throughput;
 }
 
-function spark(t) {
+// ---- the overview: totals across queues and the jobs finished per minute ----------------
+// Totals are the sum of every queue's counts (GET /v1/queues, followed page by page up to
+// OVERVIEW_PAGES pages: with more queues than one page, read every THROUGHPUT_EVERY_MS);
+// the graph sums /v1/throughput over the queues.
+const OVERVIEW_PAGES = 5;
+async function overview() {
+  let totals, partial = false;
+  try {
+    if (!state.totals || state.totalsPages === 1 || Date.now() - state.totalsAt >= THROUGHPUT_EVERY_MS) {
+      const sum = {};
+      let cursor = null, pages = 0;
+      do {
+        const page = await api("GET", "/v1/queues" + query({ limit: 1000, cursor }));
+        for (const q of page.queues) for (const [k, n] of Object.entries(q.counts)) sum[k] = (sum[k] || 0) + n;
+        cursor = page.next_cursor;
+        pages++;
+      } while (cursor && pages < OVERVIEW_PAGES);
+      Object.assign(state, { totals: sum, totalsPartial: cursor !== null, totalsPages: pages, totalsAt: Date.now() });
+    }
+    totals = state.totals;
+    partial = state.totalsPartial;
+  } catch (e) {
+    if (e.status !== 403) throw e;
+    return;
+  }
+  const tp = await throughput();
+  const el = $("#overview");
+  if (!el) return;
+  el.innerHTML = statsBar(totals, partial, tp) + (tp ? historyGraph(tp) : "");
+}
+
+function statsBar(totals, partial, tp) {
+  const stat = (key, label, n, help) => `<div class="stat" title="${esc(help)}"><span class="n" data-total="${key}">${n}</span>
+    <span class="label">${esc(label)}</span></div>`;
+  let html = COUNT_COLUMNS.map(([key, label, help]) => stat(key, label, totals[key] || 0, help)).join("");
+  if (tp) {
+    const sum = (k) => tp.queues.reduce((a, q) => a + q[k].reduce((x, y) => x + y, 0), 0);
+    html += stat("processed", `Processed, ${tp.minutes} min`, sum("completed"), "jobs completed in the window")
+      + stat("failed-for-good", `Dead, ${tp.minutes} min`, sum("dead"), "jobs that died in the window");
+  }
+  const note = partial ? `<p class="muted">Totals of the first ${OVERVIEW_PAGES * 1000} queues.</p>` : "";
+  return `<div class="stats" id="stats">${html}</div>${note}`;
+}
+
+// The jobs processed (completed) and failed for good (dead) per minute, across queues.
+function historyGraph(tp) {
+  const n = tp.minutes;
+  const completed = Array(n).fill(0), dead = Array(n).fill(0);
+  for (const q of tp.queues) for (let i = 0; i < n; i++) { completed[i] += q.completed[i]; dead[i] += q.dead[i]; }
+  const peak = Math.max(0, ...completed.map((c, i) => c + dead[i])), max = Math.max(1, peak);
+  const w = 600, h = 90, bw = w / n;
+  let bars = "";
+  for (let i = 0; i < n; i++) {
+    const ch = (completed[i] / max) * h, dh = (dead[i] / max) * h;
+    const x = (i * bw + 0.5).toFixed(1), wd = Math.max(bw - 1.5, 1).toFixed(1);
+    const tip = `${n - 1 - i ? n - 1 - i + " min ago" : "this minute"}: ${completed[i]} completed, ${dead[i]} dead`;
+    if (ch) bars += `<rect class="c" x="${x}" y="${(h - ch).toFixed(1)}" width="${wd}" height="${ch.toFixed(1)}"><title>${tip}</title></rect>`;
+    if (dh) bars += `<rect class="d" x="${x}" y="${(h - ch - dh).toFixed(1)}" width="${wd}" height="${dh.toFixed(1)}"><title>${tip}</title></rect>`;
+  }
+  const label = `Jobs finished per minute, last ${n} minutes: peak ${peak}/min`;
+  return `<figure class="history" id="history"><figcaption>${esc(label)}
+      (<span class="swatch c"></span> processed, <span class="swatch d"></span> failed for good)</figcaption>
+    <svg viewBox="0 0 ${w} ${h}" preserveAspectRatio="none" role="img" aria-label="${esc(label)}">
+      <rect x="0" y="${h - 1}" width="${w}" height="1" fill="#dde2e7"/>${bars}</svg>
+    <div class="axis muted"><span>${n} min ago</span><span>now</span></div></figure>`;
+}
+
+// A queue's last CHART_MINUTES minutes, labelled with its busiest minute: the minute under
+// way has barely begun, so its own count ("0/min" beside visible bars) says little.
+function spark(full) {
+  const t = { completed: full.completed.slice(-CHART_MINUTES), dead: full.dead.slice(-CHART_MINUTES) };
   const w = 150, h = 28, n = t.completed.length, bw = w / n;
   const totals = t.completed.map((c, i) => c + t.dead[i]);
-  const max = Math.max(1, ...totals);
+  const peak = Math.max(0, ...totals), max = Math.max(1, peak);
   let bars = "";
   for (let i = 0; i < n; i++) {
     const ch = (t.completed[i] / max) * h, dh = (t.dead[i] / max) * h;
@@ -202,11 +363,11 @@ function spark(t) {
     if (dh) bars += `<rect class="d" x="${x}" y="${(h - ch - dh).toFixed(1)}" width="${wd}" height="${dh.toFixed(1)}"/>`;
   }
   const last = totals[n - 1], sum = totals.reduce((a, b) => a + b, 0);
-  const title = `${sum} finished in ${n} min; ${last} this minute; peak ${max}/min`;
+  const title = `${sum} finished in ${n} min; peak ${peak}/min; ${last} so far this minute`;
   return `<svg class="spark" width="${w}" height="${h}" viewBox="0 0 ${w} ${h}" role="img"
     aria-label="${esc(title)}"><title>${esc(title)}</title>
     <rect x="0" y="${h - 1}" width="${w}" height="1" fill="#dde2e7"/>${bars}</svg>
-    <span class="muted" data-col="per-min">${last}/min</span>`;
+    <span class="muted" data-col="per-min" title="${esc(title)}">${sum ? `peak ${peak}/min` : "none"}</span>`;
 }
 
 function jobRows(jobs, withActions) {
@@ -215,15 +376,21 @@ function jobRows(jobs, withActions) {
     <td><a href="#/job/${encodeURIComponent(j.id)}">${esc(j.id)}</a></td>
     <td>${esc(j.queue)}</td><td class="wrap">${esc(j.type)}</td><td>${badge(j.status)}</td>
     <td class="num">${j.attempt}/${j.max_attempts}</td>
-    <td class="hide-narrow">${time(j.created_at)}</td>
+    <td class="hide-narrow" data-col="${whenColumn(withActions)[0]}">${time(whenColumn(withActions)[1](j))}</td>
     <td class="wrap hide-narrow">${esc((j.last_error || "").slice(0, 120))}</td>
     ${withActions ? `<td><button type="button" data-act="replay-one" data-id="${esc(j.id)}">Replay</button>
       <button type="button" class="danger" data-act="purge-one" data-id="${esc(j.id)}">Purge</button></td>` : ""}
     </tr>`).join("");
   return `<div class="table-wrap"><table><thead><tr><th>Id</th><th>Queue</th><th>Type</th>
-    <th>Status</th><th class="num">Attempt</th><th class="hide-narrow">Created</th>
+    <th>Status</th><th class="num">Attempt</th><th class="hide-narrow">${whenColumn(withActions)[2]}</th>
     <th class="hide-narrow">Last error</th>${withActions ? "<th></th>" : ""}</tr></thead>
     <tbody>${rows}</tbody></table></div>`;
+}
+
+// The dead-letter list (the one with actions) says when each job died (its completed_at),
+// the job browser when each was created.
+function whenColumn(dead) {
+  return dead ? ["died", (j) => j.completed_at, "Died"] : ["created", (j) => j.created_at, "Created"];
 }
 
 function pager(nextCursor) {
@@ -355,11 +522,6 @@ views.job = {
     if (["dead", "cancelled", "failed"].includes(j.status))
       actions.push(`<button type="button" data-act="retry">${j.status === "dead" ? "Replay" : "Retry now"}</button>`);
     if (j.status === "dead") actions.push(`<button type="button" class="danger" data-act="purge">Purge</button>`);
-    const errors = j.errors.length ? `<div class="table-wrap"><table id="errors"><thead><tr><th class="num">Attempt</th>
-      <th>At</th><th>Kind</th><th>Error</th></tr></thead><tbody>${j.errors.map((e) => `<tr>
-      <td class="num">${esc(e.attempt)}</td><td>${time(e.at)}</td><td>${esc(e.kind || "")}</td>
-      <td class="wrap">${esc(e.error)}</td></tr>`).join("")}</tbody></table></div>`
-      : `<p class="muted">No errors.</p>`;
     return `<div class="actions">${actions.join("")}</div>
       <dl class="fields">
         <dt>Status</dt><dd data-field="status">${badge(j.status)}</dd>
@@ -368,7 +530,7 @@ views.job = {
         <dt>Attempts</dt><dd data-field="attempts">${j.attempt} of ${j.max_attempts}</dd>
         <dt>Priority</dt><dd>${j.priority}</dd>
         <dt>Idempotency key</dt><dd>${esc(j.idempotency_key || "–")}</dd>
-        <dt>Created</dt><dd>${time(j.created_at)}</dd>
+        <dt>Created</dt><dd data-field="created">${time(j.created_at)}</dd>
         <dt>Visible at</dt><dd>${time(j.visible_at)}</dd>
         <dt>Worker</dt><dd>${esc(j.worker_id || "–")}</dd>
         <dt>Lease until</dt><dd>${time(j.locked_until) || "–"}</dd>
@@ -376,7 +538,7 @@ views.job = {
       </dl>
       <h2>Payload</h2>${json(j.payload)}
       <h2>Result</h2>${j.result == null ? '<p class="muted">None.</p>' : json(j.result)}
-      <h2>Error history</h2>${errors}`;
+      <h2>History</h2>${jobHistory(j)}`;
   },
   async act(button, r) {
     const id = encodeURIComponent(r.arg);
@@ -396,6 +558,22 @@ views.job = {
   },
 };
 
+// A job's attempts that did not complete: its errors and its released claims (handed back
+// without spending the attempt), oldest first.
+function jobHistory(j) {
+  const entries = [
+    ...j.errors.map((e) => ({ attempt: e.attempt, at: e.at, kind: e.kind || "error", text: e.error })),
+    ...(j.releases || []).map((r) => ({ attempt: r.attempt, at: r.at, kind: "released",
+      text: `handed back${r.worker_id ? ` by ${r.worker_id}` : ""}, not counted as an attempt`
+        + (r.delay_ms ? `; visible again after ${duration(r.delay_ms)}` : "") })),
+  ].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+  if (!entries.length) return `<p class="muted">No errors, no releases.</p>`;
+  return `<div class="table-wrap"><table id="errors"><thead><tr><th class="num">Attempt</th>
+    <th>At</th><th>Kind</th><th>Error or note</th></tr></thead><tbody>${entries.map((e) => `<tr data-kind="${esc(e.kind)}">
+    <td class="num">${esc(e.attempt)}</td><td>${time(e.at)}</td><td>${e.kind === "released" ? badge("released") : esc(e.kind)}</td>
+    <td class="wrap">${esc(e.text)}</td></tr>`).join("")}</tbody></table></div>`;
+}
+
 views.schedules = {
   frame: () => `<h1>Schedules</h1><div id="body"></div>`,
   async body() {
@@ -406,7 +584,7 @@ views.schedules = {
       <tr data-schedule="${esc(s.name)}"><td>${esc(s.name)}</td>
       <td><code>${esc(s.cron)}</code> <span class="muted">${esc(s.timezone)}</span></td>
       <td class="wrap">${esc(s.job.type)} → ${esc(s.job.queue)}</td>
-      <td data-col="next">${s.next_fire_at ? `${time(s.next_fire_at)} <span class="muted">(${until(s.next_fire_at)})</span>` : "–"}
+      <td data-col="next">${s.next_fire_at ? time(s.next_fire_at) : "–"}
         ${s.pending_fire_at ? `<span class="badge failed" title="the queue is full">held</span>` : ""}</td>
       <td class="hide-narrow">${s.last_fired_at ? `${time(s.last_fired_at)}${s.last_job_id ? ` <a href="#/job/${encodeURIComponent(s.last_job_id)}">job</a>` : ""}` : "–"}</td>
       <td>${s.enabled ? "yes" : badge("paused")}</td>
@@ -435,6 +613,7 @@ views.workers = {
 
 // ---- driving ----------------------------------------------------------------------------
 let current = null; // the route the frame was drawn for
+const PARENT_VIEW = { job: "jobs", queue: "queues" }; // the nav entry a detail page lights
 
 function stopPolling() {
   clearTimeout(state.timer);
@@ -468,7 +647,7 @@ async function navigate() {
   current = r;
   state.cursors = [];
   document.querySelectorAll("nav a").forEach((a) =>
-    a.classList.toggle("active", a.dataset.view === r.view || (r.view === "job" && a.dataset.view === "jobs")));
+    a.classList.toggle("active", a.dataset.view === (PARENT_VIEW[r.view] || r.view)));
   showApp();
   // The page being left stays on screen while the new one loads (a filter over 1,000 queues
   // reads them all first): say so, rather than show its rows under the new address.
@@ -496,6 +675,7 @@ async function onClick(ev) {
     button.disabled = false;
   }
   state.throughputAt = 0;
+  state.totalsAt = 0;
   await refresh();
 }
 
