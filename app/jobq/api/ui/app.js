@@ -254,13 +254,26 @@ async function deleteQueue(name, purge) {
     await api("DELETE", "/v1/queues/" + encodeURIComponent(name) + (purge ? "?purge=true" : ""));
   } catch (e) {
     if (e.status !== 409 || !box) throw e;
-    box.innerHTML = `<div class="notice"><p class="error" data-problem="${esc(e.code || "")}">${esc(e.message)}</p>
-      ${e.code === "queue_not_empty" ? `<button type="button" class="danger" data-act="delete-queue-purge">
-        Delete the queue with its jobs</button>` : ""}</div>`;
+    box.innerHTML = deleteRefusal(e);
     return;
   }
   setStatus(`queue ${name} deleted`);
   location.hash = "#/queues";
+}
+
+// The 409's message, what blocks the delete, and the purge offer when only jobs do (a purge
+// leaves schedules and topic subscriptions naming the queue in place).
+function deleteRefusal(e) {
+  const p = e.problem || {};
+  const counts = Object.entries(p.counts || {}).filter(([, n]) => n);
+  const names = [...(p.schedules || []).map((s) => `schedule ${s}`), ...(p.topics || []).map((t) => `topic ${t}`)];
+  const blocking = counts.map(([k, n]) => `<li data-blocking="${esc(k)}">${n} ${esc(k)}</li>`)
+    .concat(names.map((n) => `<li>${esc(n)}</li>`)).join("");
+  const offer = e.code === "queue_not_empty" && counts.length && !names.length
+    ? `<button type="button" class="danger" data-act="delete-queue-purge">Delete the queue with its jobs</button>`
+    : names.length ? `<p class="muted">Delete or change what names it first.</p>` : "";
+  return `<div class="notice"><p class="error" data-problem="${esc(e.code || "")}">${esc(e.message)}</p>
+    ${blocking ? `<ul>${blocking}</ul>` : ""}${offer}</div>`;
 }
 
 // /v1/throughput reads the jobs finished in the window: asked for less often than the counts.
