@@ -533,3 +533,32 @@ def test_with_tokens_no_console_errors_and_a_favicon(page: Page, secured_server:
         expect(page.locator("#body")).not_to_have_text("loading…")
     page.wait_for_timeout(300)  # a late error would land here
     assert errors == []
+
+
+def test_job_history_shows_released_claims(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    """A released claim (handed back without spending the attempt) is in the job's history,
+    between its failures, by time."""
+    job = enqueue(api, "rel-hist", max_attempts=3)
+    got = lease(api, "rel-hist", "w-stop")
+    assert got is not None
+    r = api.post(f"/v1/leases/{got['lease_id']}/release", json={"delay_ms": 0})
+    assert r.status_code == 200, r.text
+    got = eventually(lambda: lease(api, "rel-hist", "w-2"), poll_s=0.1, what="the released job claimable")
+    fail(api, got, "smtp timeout", retry_in_ms=0)
+    got = eventually(lambda: lease(api, "rel-hist", "w-stop"), poll_s=0.1, what="the failed job claimable")
+    r = api.post(f"/v1/leases/{got['lease_id']}/release", json={"delay_ms": 60_000})
+    assert r.status_code == 200, r.text
+    stored = api.get(f"/v1/jobs/{job['id']}").json()
+    assert [x["attempt"] for x in stored["releases"]] == [1, 2] and len(stored["errors"]) == 1
+
+    page.goto(live_server.url + f"/ui#/job/{job['id']}")
+    rows = page.locator("#errors tbody tr")
+    expect(rows).to_have_count(3)
+    kinds = rows.evaluate_all("rows => rows.map(r => r.dataset.kind)")
+    assert kinds[0] == "released" and kinds[2] == "released" and kinds[1] != "released"
+    texts = rows.locator("td.wrap").all_inner_texts()
+    assert "w-stop" in texts[0] and texts[1] == "smtp timeout"
+    assert "visible again after 60 s" in texts[2]
+    expect(page.locator('[data-field="attempts"]')).to_have_text(f"{stored['attempt']} of 3")
+    shot(page, "job-released")
+
