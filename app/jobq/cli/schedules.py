@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, console, print_json
+from jobq.cli.output import AsJson, Wide, console, print_json, print_table, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, json_object, refuse_group_options
 from jobq.cli.views import schedule_details, schedules_table
 
@@ -22,20 +22,24 @@ def show_schedule(s: Any, as_json: bool) -> None:
 
 @app.callback()
 def schedules_default(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
-                      as_json: AsJson = False) -> None:
+                      as_json: AsJson = False, wide: Wide = False) -> None:
     """List schedules (the same as `jobq schedules list`)."""
     refuse_group_options(ctx)
     if ctx.invoked_subcommand is None:
-        schedules_list(ctx, url, token, as_json)
+        schedules_list(ctx, url, token, as_json, wide)
 
 
 @app.command("list")
 def schedules_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
-                   as_json: AsJson = False) -> None:
+                   as_json: AsJson = False, wide: Wide = False) -> None:
     """List every schedule with its next and last fire."""
     with connect(ctx) as c:
         found = c.list_schedules()
-    print_json({"schedules": found}) if as_json else console.print(schedules_table(found, console.width))
+    if as_json:
+        print_json({"schedules": found})
+        return
+    width = table_width(wide)
+    print_table(schedules_table(found, width), width)
 
 
 @app.command("get")
