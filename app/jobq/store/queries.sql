@@ -257,7 +257,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING *;
@@ -292,7 +294,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING id, lease_token, queue, type, worker_id, attempt, claimed_at, completed_at;
@@ -357,14 +361,66 @@ moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 ),
 died AS (
     INSERT INTO jobs_history SELECT * FROM moved RETURNING *
 )
-SELECT kept.*, NULL::timestamptz AS expires_at FROM kept
+-- By name, in the columns of jobs: jobs_history's order differs (expires_at sits before the
+-- columns added since 0010).
+SELECT kept.* FROM kept
 UNION ALL
-SELECT * FROM died;
+SELECT d.id, d.queue, d.type, d.payload, d.priority, d.status, d.attempt, d.max_attempts,
+       d.idempotency_key, d.created_at, d.visible_at, d.locked_until, d.worker_id, d.completed_at,
+       d.last_error, d.errors, d.result, d.lease_token, d.lease_ms, d.lease_expiries, d.claimed_at,
+       d.aged_key, d.releases
+  FROM died d;
+-- name: LeaseRelease
+-- Give a held lease's job back without spending its attempt (an expired lease not yet reaped still counts): pending, visible after %(delay_ms)s, attempt taken back, recorded in releases (the 20 most recent); errors, last_error and lease_expiries unchanged.
+-- The entry records the claim released (its attempt number and worker); the SET reads the
+-- row as it was. The lease token stays: with the job no longer running, the lease is dead,
+-- and the next claim draws a new one.
+UPDATE jobs j
+   SET status       = 'pending',
+       visible_at   = now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0),
+       aged_key     = jobq_aged_key(now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0), j.priority,
+                                    (SELECT q.aging_ms FROM queues q WHERE q.name = j.queue)),
+       attempt      = j.attempt - 1,
+       locked_until = NULL,
+       worker_id    = NULL,
+       releases     = jsonb_path_query_array(j.releases || jsonb_build_array(jsonb_build_object(
+                          'attempt', j.attempt,
+                          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                          'worker_id', j.worker_id,
+                          'delay_ms', %(delay_ms)s::bigint)),
+                      '$[last - 19 to last]')
+ WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND (j.status = 'running') IS TRUE
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
+RETURNING j.*;
+-- name: LeaseReleaseMany
+-- LeaseRelease for many held leases in one statement, each with its own delay; returns the jobs released.
+UPDATE jobs j
+   SET status       = 'pending',
+       visible_at   = now() + make_interval(secs => a.delay_ms / 1000.0),
+       aged_key     = jobq_aged_key(now() + make_interval(secs => a.delay_ms / 1000.0), j.priority,
+                                    (SELECT q.aging_ms FROM queues q WHERE q.name = j.queue)),
+       attempt      = j.attempt - 1,
+       locked_until = NULL,
+       worker_id    = NULL,
+       releases     = jsonb_path_query_array(j.releases || jsonb_build_array(jsonb_build_object(
+                          'attempt', j.attempt,
+                          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                          'worker_id', j.worker_id,
+                          'delay_ms', a.delay_ms)),
+                      '$[last - 19 to last]')
+  FROM jsonb_to_recordset(%(releases)s::jsonb) AS a(job_id bigint, token bigint, delay_ms bigint)
+ WHERE j.id = a.job_id AND j.lease_token = a.token AND (j.status = 'running') IS TRUE
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
+   -- Lets a cached generic plan fetch the jobs by primary key (see LeaseAckMany).
+   AND j.id = ANY (ARRAY(SELECT (e->>'job_id')::bigint FROM jsonb_array_elements(%(releases)s::jsonb) AS e))
+RETURNING j.*;
 -- name: LeaseState
 -- Why a lease operation changed nothing: the job's current token and status, live or finished (NULL row: no such job, or not one of the caller's).
 SELECT lease_token, status FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
@@ -433,7 +489,9 @@ moved AS (
               j.lease_expiries + 1,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 ),
 died AS (
     INSERT INTO jobs_history SELECT * FROM moved
@@ -471,7 +529,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING *;
@@ -486,10 +546,11 @@ WITH back AS (
 moved AS (
     INSERT INTO jobs (id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key,
                       created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result,
-                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key)
+                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases)
     SELECT b.id, b.queue, b.type, b.payload, b.priority, 'pending', 0, b.max_attempts, b.idempotency_key,
            b.created_at, now(), NULL, b.worker_id, NULL, b.last_error, b.errors, b.result,
-           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms)
+           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms),
+           b.releases
       FROM back b LEFT JOIN queues q ON q.name = b.queue
     RETURNING *
 ),
@@ -567,10 +628,11 @@ back AS (
 )
 INSERT INTO jobs (id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key,
                       created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result,
-                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key)
+                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases)
 SELECT b.id, b.queue, b.type, b.payload, b.priority, 'pending', 0, b.max_attempts, b.idempotency_key,
            b.created_at, now(), NULL, b.worker_id, NULL, b.last_error, b.errors, b.result,
-           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms)
+           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms),
+           b.releases
   FROM back b LEFT JOIN queues q ON q.name = b.queue
 RETURNING id, queue, type, worker_id, attempt;
 -- name: JobPurgeDead
