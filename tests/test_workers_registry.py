@@ -77,7 +77,8 @@ async def test_a_beat_keeps_what_earlier_beats_said(client: httpx.AsyncClient, d
     assert r.status_code == 200, r.text
     second = r.json()
     assert second["state"] == "stopping" and second["in_flight"] == 0
-    assert (second["host"], second["pid"], second["concurrency"], second["queues"]) == ("box-1", 4242, 8, ["mail", "img"])
+    kept = (second["host"], second["pid"], second["concurrency"], second["queues"])
+    assert kept == ("box-1", 4242, 8, ["mail", "img"])
     assert second["last_seen_at"] > first["last_seen_at"]
     # no body at all is a beat too
     r = await client.post("/v1/workers/w/beat")
