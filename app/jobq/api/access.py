@@ -84,6 +84,8 @@ RULES: dict[str, Rule] = {
     "heartbeat": WORKER,
     "ack": WORKER,
     "fail": WORKER,
+    "release": WORKER,
+    "release_many": WORKER,
     "beat_worker": WORKER,
     "list_queues": ADMIN,
     "get_queue": ADMIN,
