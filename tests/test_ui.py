@@ -425,7 +425,10 @@ def test_bulk_selection_cancels_retries_and_deletes_and_reports_each_failure(
     page.get_by_role("button", name="Cancel selected").click()
     eventually(lambda: [job_status(api, j) for j in waiting[:2]] == ["cancelled"] * 2, poll_s=0.1,
                what="the two selected jobs cancelled")
+    expect(page.locator("#bulk-report")).to_have_text("2 cancelled")
     expect(page.locator("#bulk-count")).to_have_text("0 selected")
+    # the page takes one action at a time: the next once this one's button is back
+    expect(page.get_by_role("button", name="Cancel selected")).to_be_enabled()
     assert job_status(api, waiting[2]) == "pending"  # not selected: untouched
 
     # retry them
@@ -434,6 +437,8 @@ def test_bulk_selection_cancels_retries_and_deletes_and_reports_each_failure(
     page.get_by_role("button", name="Retry selected").click()
     eventually(lambda: [job_status(api, j) for j in waiting[:2]] == ["pending"] * 2, poll_s=0.1,
                what="the two selected jobs retried")
+    expect(page.locator("#bulk-report")).to_have_text("2 retried")
+    expect(page.get_by_role("button", name="Retry selected")).to_be_enabled()
 
     # select the whole page and delete: the running job cannot be, and says why
     page.locator("input[data-select-all]").check()
