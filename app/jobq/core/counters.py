@@ -66,7 +66,7 @@ def schedule_missed(schedule: str, n: int) -> None:
 # the queue: Prometheus' increase() and rate() count from a series' first sample, so one born
 # at its first increment, or at 200 after a burst, reads as no increase at all.
 EVENTS = ("enqueued", "claimed", "completed", "failed", "dead", "lease_expired", "released",
-          "cancelled", "retried", "replayed", "purged")
+          "cancelled", "retried", "replayed", "purged", "deleted")
 
 
 def observe(event: str, changes: Sequence[JobChange]) -> None:
