@@ -212,7 +212,7 @@ views.queue = {
   frame: (r) => `<h1>Queue ${esc(r.arg)}</h1>
     <div class="actions"><a href="#/jobs?queue=${encodeURIComponent(r.arg)}">Jobs</a>
       <a href="#/dead?queue=${encodeURIComponent(r.arg)}">Dead letters</a></div>
-    <div id="body"></div><div id="queue-delete" role="alert"></div>`,
+    <div id="queue-delete" role="alert"></div><div id="body"></div>`,
   async body(r) {
     let q;
     const [got, tp] = await Promise.allSettled([
