@@ -265,8 +265,17 @@ SELECT 'big', 't' || (g % 5), g % 3, s.status, 25, v.at,
                             WHEN s.k IN (1, 2) THEN now() + interval '1 hour' + g * interval '1 ms'
                             ELSE now() - interval '3 hours' END AS at) AS v;
 -- Finished jobs live in jobs_history (migration 0010), all in its DEFAULT partition here.
+-- By column name: the two tables' orders differ (columns added after 0010 follow expires_at).
 WITH moved AS (DELETE FROM jobs WHERE status IN ('completed', 'dead', 'cancelled') RETURNING *)
-INSERT INTO jobs_history SELECT m.*, m.completed_at + interval '7 days' FROM moved m;
+INSERT INTO jobs_history (id, queue, type, payload, priority, status, attempt, max_attempts,
+                          idempotency_key, created_at, visible_at, locked_until, worker_id,
+                          completed_at, last_error, errors, result, lease_token, lease_ms,
+                          lease_expiries, claimed_at, aged_key, releases, expires_at)
+SELECT id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key,
+       created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result,
+       lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases,
+       completed_at + interval '7 days'
+  FROM moved;
 INSERT INTO jobs (queue, type, status, max_attempts)
 SELECT 'small' || (g % 20 + 1), 't', 'pending', 25 FROM generate_series(1, 1000) AS g;
 -- The worker token the claims are made under (tokens: a few rows, as in a deployment).
