@@ -237,6 +237,23 @@ class LeaseList(BaseModel):
     leases: list[LeasePublic]
 
 
+class Health(BaseModel):
+    """`GET /healthz`: the process is up (it reads nothing else)."""
+
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    """`GET /readyz`: the database answers and its schema is the one this code needs."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    status: Literal["ready"]
+    # "schema" on the wire; another name in Python, where BaseModel has a ``schema`` method.
+    schema_revision: str = Field(alias="schema", description="the database's migration "
+                                 "revision (alembic's), the one this code needs")
+
+
 class HeartbeatBody(Strict):
     extend_ms: LeaseMs | None = None
 
