@@ -181,6 +181,22 @@ async def test_the_record_stays_with_the_job_through_history_retry_replay_and_a_
     assert [j["releases"] for j in listed] == [first]
 
 
+async def test_a_released_job_of_an_aging_queue_is_claimed_again(client: httpx.AsyncClient,
+                                                                   database_url: str) -> None:
+    """Its aging key is recomputed, as every path back to waiting does: without one, the
+    aged claim (which reads jobs by that key) would never hand it out again."""
+    await patch_queue(client, "aq", aging_ms=60_000)
+    job = await enqueue(client, queue="aq")
+    batch = await client.post("/v1/leases/release", json={"releases": [
+        {"lease_id": (await claim_one(client, ["aq"]))["lease_id"]}]})
+    assert batch.json()["results"][0]["ok"] is True
+    await released(client, (await claim_one(client, ["aq"]))["lease_id"], delay_ms=200)
+    keys = sql(database_url, "SELECT aged_key IS NOT NULL FROM jobs WHERE id = %(id)s", {"id": int(job["id"])})
+    assert keys == [(True,)]
+    leases = await claim(client, ["aq"], wait_ms=5_000)
+    assert [le["job"]["id"] for le in leases] == [job["id"]]
+
+
 # ------------------------------------------------------------------ delay
 
 
