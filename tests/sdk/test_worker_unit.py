@@ -21,7 +21,7 @@ import pytest
 from sdk_fakes import FakeService
 
 import jobq.client as jobq
-from jobq.worker import Discard, Retry, Worker, load_handlers
+from jobq.worker import Discard, Retry, Worker, load_handlers, run_worker
 from jobq.worker import _worker as worker_module
 from tests.waiting import aeventually
 
@@ -493,6 +493,23 @@ async def test_a_refused_ack_stops_the_worker_and_sends_no_fail() -> None:
         await asyncio.wait_for(worker.run_async(), 5)
     assert fake.refused_calls == ["ack"]
     assert fake.fails == {} and fake.acks == {}
+
+
+@pytest.mark.parametrize("status", [(401, "unauthorized"), (403, "forbidden")])
+def test_run_worker_logs_a_refusal_once(status: tuple[int, str], tmp_path: Path,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    """What `jobq worker` runs: a claim refused for the token is one ERROR line naming the
+    call and the remedy, and exit status 1; not the same refusal said twice."""
+    (tmp_path / "refused_jobs.py").write_text("handlers = {'t': print}\n")
+    fake = FakeService()
+    fake.claim_status = status
+    caplog.set_level(logging.INFO, logger="jobq")
+    code = run_worker(URL, "refused_jobs:handlers", "default", app_dir=str(tmp_path),
+                      transport=fake.transport, wait_ms=200)
+    assert code == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("claim refused by the service") and status[1] in errors[0].lower()
 
 
 def test_worker_checks_its_arguments() -> None:

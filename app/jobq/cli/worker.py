@@ -20,7 +20,8 @@ def worker(
     ctx: typer.Context,
     spec: Annotated[str, typer.Argument(
         help="module:attribute naming a dict that maps each job type to its handler")],
-    queues: Annotated[str, typer.Option(help="comma-separated, tried in this order")] = "default",
+    queues: Annotated[str | None, typer.Option(
+        help="comma-separated, tried in this order; without it, the queue default")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=1000)] = 10,
     lease_ms: Annotated[int | None, typer.Option(min=100)] = None,
     grace_period: Annotated[float, typer.Option(min=0)] = 30.0,

@@ -304,6 +304,7 @@ class Worker:
         self._is_async = {job_type: _is_async(fn) for job_type, fn in self.handlers.items()}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
+        self._fatal: APIError | None = None
 
     # Running and stopping
 
@@ -402,6 +403,12 @@ class Worker:
         log.info("worker %s: stopped", self.worker_id)
         if self._fatal is not None:
             raise self._fatal
+
+    @property
+    def refusal(self) -> APIError | None:
+        """The refusal that stopped the worker (``Unauthorized``, ``Forbidden``, or another
+        answer no retry changes), logged once as an ERROR when it came; else None."""
+        return self._fatal
 
     def stop(self) -> None:
         """Begin a graceful shutdown. Safe to call from any thread."""
