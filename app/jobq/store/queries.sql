@@ -257,7 +257,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING *;
@@ -292,7 +294,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING id, lease_token, queue, type, worker_id, attempt, claimed_at, completed_at;
@@ -357,14 +361,22 @@ moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 ),
 died AS (
     INSERT INTO jobs_history SELECT * FROM moved RETURNING *
 )
-SELECT kept.*, NULL::timestamptz AS expires_at FROM kept
+-- By name, in the columns of jobs: jobs_history's order differs (expires_at sits before the
+-- columns added since 0010).
+SELECT kept.* FROM kept
 UNION ALL
-SELECT * FROM died;
+SELECT d.id, d.queue, d.type, d.payload, d.priority, d.status, d.attempt, d.max_attempts,
+       d.idempotency_key, d.created_at, d.visible_at, d.locked_until, d.worker_id, d.completed_at,
+       d.last_error, d.errors, d.result, d.lease_token, d.lease_ms, d.lease_expiries, d.claimed_at,
+       d.aged_key, d.releases
+  FROM died d;
 -- name: LeaseState
 -- Why a lease operation changed nothing: the job's current token and status, live or finished (NULL row: no such job, or not one of the caller's).
 SELECT lease_token, status FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
@@ -433,7 +445,9 @@ moved AS (
               j.lease_expiries + 1,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 ),
 died AS (
     INSERT INTO jobs_history SELECT * FROM moved
@@ -471,7 +485,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING *;
@@ -486,10 +502,11 @@ WITH back AS (
 moved AS (
     INSERT INTO jobs (id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key,
                       created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result,
-                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key)
+                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases)
     SELECT b.id, b.queue, b.type, b.payload, b.priority, 'pending', 0, b.max_attempts, b.idempotency_key,
            b.created_at, now(), NULL, b.worker_id, NULL, b.last_error, b.errors, b.result,
-           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms)
+           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms),
+           b.releases
       FROM back b LEFT JOIN queues q ON q.name = b.queue
     RETURNING *
 ),
@@ -567,10 +584,11 @@ back AS (
 )
 INSERT INTO jobs (id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key,
                       created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result,
-                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key)
+                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases)
 SELECT b.id, b.queue, b.type, b.payload, b.priority, 'pending', 0, b.max_attempts, b.idempotency_key,
            b.created_at, now(), NULL, b.worker_id, NULL, b.last_error, b.errors, b.result,
-           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms)
+           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms),
+           b.releases
   FROM back b LEFT JOIN queues q ON q.name = b.queue
 RETURNING id, queue, type, worker_id, attempt;
 -- name: JobPurgeDead
