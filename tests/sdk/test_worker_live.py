@@ -259,6 +259,10 @@ def test_a_stop_releases_running_and_prefetched_jobs_without_spending_their_atte
         assert (now.status, now.attempt, now.errors, now.worker_id) == ("pending", 0, [], None), now
         assert [(r.attempt, r.worker_id) for r in now.releases] == [(1, "first")], now
     assert "handed back" not in log and "grace period over: releasing 1 job" in log, log
+    shown = subprocess.run([sys.executable, "-m", "jobq.cli", "job", running_job.id, "--url", server.url],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "100"})
+    assert shown.returncode == 0, shown.stderr
+    assert "releases (1, not counted as attempts)" in shown.stdout and "first" in shown.stdout, shown.stdout
     assert ends(runs) == []  # the running job was given up, not finished
 
     second = start(workers, server.url, queue, runs, "second", concurrency=2)
