@@ -177,6 +177,11 @@ async def _ack_many(w: World, q: str) -> Call:
                 kind="batch_by_id", check=_ack_many_ok)
 
 
+async def _release_many(w: World, q: str) -> Call:
+    return Call("POST", "/v1/leases/release", json={"releases": [{"lease_id": await w.lease(q)}]},
+                kind="batch_by_id", check=_ack_many_ok)
+
+
 def _on_lease(action: str, body: Any) -> Builder:
     async def build(w: World, q: str) -> Call:
         return Call("POST", f"/v1/leases/{await w.lease(q)}/{action}", json=body, kind="by_id")
@@ -260,6 +265,8 @@ BUILDERS: dict[str, Builder] = {
     "heartbeat": _on_lease("heartbeat", {"extend_ms": 60_000}),
     "ack": _on_lease("ack", {"result": {"ok": 1}}),
     "fail": _on_lease("fail", {"error": "boom"}),
+    "release": _on_lease("release", {"delay_ms": 0}),
+    "release_many": _release_many,
     "list_queues": _list_queues,
     "get_queue": _get_queue,
     "patch_queue": _patch_queue,
@@ -311,7 +318,8 @@ def test_rules_say_what_the_issue_says() -> None:
     queues; worker claims, heartbeats, acks and fails; admin everything, with /metrics and
     token management for an admin of every queue only."""
     producer = {"create_job", "create_jobs", "list_jobs", "get_job", "publish_topic"}
-    worker = {"claim", "heartbeat", "ack", "ack_many", "fail"}
+    worker = {"claim", "heartbeat", "ack", "ack_many", "fail",
+              "release", "release_many"}  # issue 26: a stop gives jobs back
     all_queues = {"get_metrics", "create_token", "list_tokens", "revoke_token",
                   # schedules: an admin's (issue 13), of every queue (the names are one namespace)
                   "list_schedules", "get_schedule", "put_schedule", "patch_schedule", "delete_schedule",

@@ -73,6 +73,11 @@ CODES = [
     "200",  # second attempt, dead, listed, replayed, read
     "200",
     "200",  # the replayed job runs
+    "201",
+    "200",
+    "200",
+    "200",
+    "200",  # a job with one attempt: enqueue, claim, release, claim, ack (issue 26)
     "200",
     "422",
 ]  # the queue's max_depth, the malformed body
@@ -99,6 +104,8 @@ def test_the_curl_walkthrough_runs_twice_on_one_database(live_server: LiveServer
             '{"replayed":1}',
             '{"status":"pending","attempt":0}',
             '{"status":"completed","attempt":1}',
+            '{"status":"pending","attempt":0,"releases":1}',
+            '{"status":"completed","attempt":1}',
             "HTTP/1.1 429 Too Many Requests",
             "body: invalid JSON at line 1, column 14: expecting ',' delimiter",
         ]
@@ -108,10 +115,11 @@ def test_the_curl_walkthrough_runs_twice_on_one_database(live_server: LiveServer
             at = lines.index(want, at) + 1
         assert any(re.fullmatch(r"retry-after: \d+", line.strip(), re.I) for line in lines), out.stdout
         assert "dead" not in lines[-1]
-    # Both runs left nothing waiting or dead behind: two jobs per queue, all completed.
+    # Both runs left nothing waiting or dead behind: per run, one job of email and two of
+    # reports (the failing one, the released one), all completed.
     queues = httpx.get(f"{live_server.url}/v1/queues").json()["queues"]
     counts = {q["name"]: q["counts"] for q in queues}
-    assert counts["email"]["completed"] == 2 and counts["reports"]["completed"] == 2, counts
+    assert counts["email"]["completed"] == 2 and counts["reports"]["completed"] == 4, counts
     assert sum(c["pending"] + c["failed"] + c["dead"] + c["running"] for c in counts.values()) == 0
 
 

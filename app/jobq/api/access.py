@@ -83,6 +83,8 @@ RULES: dict[str, Rule] = {
     "heartbeat": WORKER,
     "ack": WORKER,
     "fail": WORKER,
+    "release": WORKER,
+    "release_many": WORKER,
     "list_queues": ADMIN,
     "get_queue": ADMIN,
     "patch_queue": ADMIN,

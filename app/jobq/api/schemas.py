@@ -168,6 +168,13 @@ class JobError(BaseModel):
     kind: Literal["failed", "lease_expired"]
 
 
+class JobRelease(BaseModel):
+    attempt: int = Field(description="the number the released claim had")
+    at: datetime
+    worker_id: str | None = Field(description="the worker that held the released claim")
+    delay_ms: int = Field(description="the release's `delay_ms`")
+
+
 class JobPublic(BaseModel):
     id: str
     queue: str
@@ -188,6 +195,12 @@ class JobPublic(BaseModel):
                     "`errors` keeps the history)")
     errors: list[JobError]
     result: Any = None
+    releases: list[JobRelease] = Field(
+        description="An extension of the contract: the claims given back by `POST "
+                    "/v1/leases/{lease_id}/release`, oldest first, the 20 most recent (`[]` for "
+                    "a job never released). A released claim is taken off `attempt` (so "
+                    "`attempt` counts the claims that were not released) and is neither an "
+                    "error nor a lease expiry")
 
 
 class JobBatchPublic(BaseModel):
@@ -256,6 +269,24 @@ class AckResult(BaseModel):
 
 class AckManyPublic(BaseModel):
     results: list[AckResult]
+
+
+ReleaseDelayMs = Annotated[int, Field(
+    ge=0, le=TEN_YEARS_MS, description="when the job becomes claimable again, in ms from now "
+    "(0: at once); at most 10 years, as an enqueue's `delay_ms`")]
+
+
+class ReleaseBody(Strict):
+    delay_ms: ReleaseDelayMs = 0
+
+
+class ReleaseItem(Strict):
+    lease_id: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    delay_ms: ReleaseDelayMs = 0
+
+
+class ReleaseManyBody(Strict):
+    releases: Annotated[list[ReleaseItem], Field(min_length=1, max_length=d.MAX_BATCH)]
 
 
 class FailBody(Strict):

@@ -64,6 +64,9 @@ class Job:
     errors: list[dict[str, Any]]
     """One entry per failed attempt or lease expiry: attempt, at, error, kind."""
     result: Any
+    releases: list[dict[str, Any]]
+    """The claims given back by a release, oldest first, the 20 most recent: attempt, at,
+    worker_id, delay_ms. A released claim is not an attempt spent, nor an error."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -377,6 +377,50 @@ SELECT d.id, d.queue, d.type, d.payload, d.priority, d.status, d.attempt, d.max_
        d.last_error, d.errors, d.result, d.lease_token, d.lease_ms, d.lease_expiries, d.claimed_at,
        d.aged_key, d.releases
   FROM died d;
+-- name: LeaseRelease
+-- Give a held lease's job back without spending its attempt (an expired lease not yet reaped still counts): pending, visible after %(delay_ms)s, attempt taken back, recorded in releases (the 20 most recent); errors, last_error and lease_expiries unchanged.
+-- The entry records the claim released (its attempt number and worker); the SET reads the
+-- row as it was. The lease token stays: with the job no longer running, the lease is dead,
+-- and the next claim draws a new one.
+UPDATE jobs j
+   SET status       = 'pending',
+       visible_at   = now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0),
+       aged_key     = jobq_aged_key(now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0), j.priority,
+                                    (SELECT q.aging_ms FROM queues q WHERE q.name = j.queue)),
+       attempt      = j.attempt - 1,
+       locked_until = NULL,
+       worker_id    = NULL,
+       releases     = jsonb_path_query_array(j.releases || jsonb_build_array(jsonb_build_object(
+                          'attempt', j.attempt,
+                          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                          'worker_id', j.worker_id,
+                          'delay_ms', %(delay_ms)s::bigint)),
+                      '$[last - 19 to last]')
+ WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND (j.status = 'running') IS TRUE
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
+RETURNING j.*;
+-- name: LeaseReleaseMany
+-- LeaseRelease for many held leases in one statement, each with its own delay; returns the jobs released.
+UPDATE jobs j
+   SET status       = 'pending',
+       visible_at   = now() + make_interval(secs => a.delay_ms / 1000.0),
+       aged_key     = jobq_aged_key(now() + make_interval(secs => a.delay_ms / 1000.0), j.priority,
+                                    (SELECT q.aging_ms FROM queues q WHERE q.name = j.queue)),
+       attempt      = j.attempt - 1,
+       locked_until = NULL,
+       worker_id    = NULL,
+       releases     = jsonb_path_query_array(j.releases || jsonb_build_array(jsonb_build_object(
+                          'attempt', j.attempt,
+                          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                          'worker_id', j.worker_id,
+                          'delay_ms', a.delay_ms)),
+                      '$[last - 19 to last]')
+  FROM jsonb_to_recordset(%(releases)s::jsonb) AS a(job_id bigint, token bigint, delay_ms bigint)
+ WHERE j.id = a.job_id AND j.lease_token = a.token AND (j.status = 'running') IS TRUE
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
+   -- Lets a cached generic plan fetch the jobs by primary key (see LeaseAckMany).
+   AND j.id = ANY (ARRAY(SELECT (e->>'job_id')::bigint FROM jsonb_array_elements(%(releases)s::jsonb) AS e))
+RETURNING j.*;
 -- name: LeaseState
 -- Why a lease operation changed nothing: the job's current token and status, live or finished (NULL row: no such job, or not one of the caller's).
 SELECT lease_token, status FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
