@@ -110,6 +110,8 @@ REQUESTS: dict[str, Any] = {
     "create_token": {"role": "worker", "queues": "billing.*", "name": "billing workers"},
     "publish_topic": {"type": "order.placed", "payload": {"order_id": 7},
                       "idempotency_key": "order-7"},
+    "beat_worker": {"host": "worker-a", "pid": 4242, "concurrency": 8, "queues": ["emails"],
+                    "in_flight": 3, "started_at": "2026-01-15T08:00:00.000000Z", "state": "running"},
 }
 
 # operationId -> {status: answer example}
@@ -139,7 +141,16 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "purge_dead": {"200": {"purged": 2}},
     "list_workers": {"200": {"window_s": 300, "workers": [
         {"worker_id": "worker-a:4242", "running": 3, "queues": ["emails"],
-         "last_seen_at": "2026-01-15T09:30:00.000000Z"}]}},
+         "last_seen_at": "2026-01-15T09:30:00.000000Z", "host": "worker-a", "pid": 4242,
+         "concurrency": 8, "in_flight": 3, "started_at": "2026-01-15T08:00:00.000000Z",
+         "state": "running"},
+        {"worker_id": "cron-box:77", "running": 0, "queues": ["reports"],
+         "last_seen_at": "2026-01-15T09:29:41.000000Z", "host": None, "pid": None,
+         "concurrency": None, "in_flight": None, "started_at": None, "state": None}]}},
+    "beat_worker": {"200": {"worker_id": "worker-a:4242", "host": "worker-a", "pid": 4242,
+                            "concurrency": 8, "queues": ["emails"], "in_flight": 3,
+                            "started_at": "2026-01-15T08:00:00.000000Z", "state": "running",
+                            "last_seen_at": "2026-01-15T09:30:00.000000Z"}},
     "get_throughput": {"200": {"minutes": 3, "queues": [
         {"name": "emails", "completed": [118, 131, 42], "dead": [0, 1, 0]}]}},
     "get_metrics": {"200": '# HELP jobq_waiting_jobs Jobs waiting (pending + failed), by queue and type\n'

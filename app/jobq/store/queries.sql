@@ -794,27 +794,82 @@ keys AS (
      WHERE k.queue = g.queue AND k.idempotency_key = g.idempotency_key AND k.job_id = g.id
 )
 SELECT id, queue, type FROM gone;
+-- name: JobDelete
+-- Delete one job that is not running, live (jobs) or finished (jobs_history), and its idempotency key; nothing for a running job. The counters follow through their delete triggers.
+WITH live AS (
+    DELETE FROM jobs j
+     WHERE j.id = %(job_id)s AND j.status <> 'running'
+       AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
+    RETURNING j.id, j.queue, j.type, j.status, j.worker_id, j.attempt, j.idempotency_key
+),
+finished AS (
+    DELETE FROM jobs_history h
+     WHERE h.id = %(job_id)s
+       AND (%(scope)s::text IS NULL OR h.queue ~ %(scope)s::text)
+    RETURNING h.id, h.queue, h.type, h.status, h.worker_id, h.attempt, h.idempotency_key
+),
+gone AS (
+    SELECT * FROM live UNION ALL SELECT * FROM finished
+),
+keys AS (
+    DELETE FROM job_keys k USING gone g
+     WHERE k.queue = g.queue AND k.idempotency_key = g.idempotency_key AND k.job_id = g.id
+)
+SELECT id, queue, type, status, worker_id, attempt FROM gone;
 -- name: WorkersSeen
--- Workers seen lately: those holding running jobs (jobs_lease_expiry_idx: as many rows as jobs run at once; seen at their latest claim), and those that finished a job within the window (jobs_history_finished_idx, one range per queue and final status: as many rows as jobs finished in the window).
-SELECT w.worker_id, sum(w.running)::bigint AS running, max(w.seen_at) AS last_seen_at,
-       array_agg(DISTINCT w.queue ORDER BY w.queue) AS queues
-  FROM (SELECT j.worker_id, j.queue, count(*) AS running,
-               max(j.claimed_at) AS seen_at
-          FROM jobs j
-         WHERE j.status = 'running' AND j.worker_id IS NOT NULL
-         GROUP BY j.worker_id, j.queue
-        UNION ALL
-        SELECT f.worker_id, q.name, 0, max(f.completed_at)
-          FROM queues q
-          CROSS JOIN LATERAL (
-                SELECT j.worker_id, j.completed_at FROM jobs_history j
-                 WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
-                   AND j.completed_at > now() - make_interval(secs => %(window_s)s)
-                   AND j.worker_id IS NOT NULL) f
-         GROUP BY f.worker_id, q.name) w
- GROUP BY w.worker_id
- ORDER BY w.worker_id
+-- Workers seen lately, merged by worker_id: those that beat within the window (the workers table: a row per worker process, read whole), those holding running jobs (jobs_lease_expiry_idx: as many rows as jobs run at once; seen at their latest claim), and those that finished a job within the window (jobs_history_finished_idx, one range per queue and final status: as many rows as jobs finished in the window). What a worker said of itself is null for one known only from its jobs.
+WITH seen AS (
+    SELECT w.worker_id, sum(w.running)::bigint AS running, max(w.seen_at) AS last_seen_at,
+           array_agg(DISTINCT w.queue) AS queues
+      FROM (SELECT j.worker_id, j.queue, count(*) AS running,
+                   max(j.claimed_at) AS seen_at
+              FROM jobs j
+             WHERE j.status = 'running' AND j.worker_id IS NOT NULL
+             GROUP BY j.worker_id, j.queue
+            UNION ALL
+            SELECT f.worker_id, q.name, 0, max(f.completed_at)
+              FROM queues q
+              CROSS JOIN LATERAL (
+                    SELECT j.worker_id, j.completed_at FROM jobs_history j
+                     WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
+                       AND j.completed_at > now() - make_interval(secs => %(window_s)s)
+                       AND j.worker_id IS NOT NULL) f
+             GROUP BY f.worker_id, q.name) w
+     GROUP BY w.worker_id
+)
+SELECT coalesce(s.worker_id, b.worker_id) AS worker_id,
+       coalesce(s.running, 0)::bigint AS running,
+       -- greatest() passes over a NULL: the later of the two sightings, or the one there is
+       greatest(s.last_seen_at, b.last_seen_at) AS last_seen_at,
+       ARRAY(SELECT DISTINCT x FROM unnest(coalesce(s.queues, '{}') || coalesce(b.queues, '{}')) AS x
+              ORDER BY x) AS queues,
+       b.host, b.pid, b.concurrency, b.in_flight, b.started_at, b.state
+  FROM seen s
+  FULL JOIN workers b ON b.worker_id = s.worker_id
+ WHERE s.worker_id IS NOT NULL OR b.last_seen_at > now() - make_interval(secs => %(window_s)s)
+ ORDER BY 1
  LIMIT %(limit)s;
+
+-- name: WorkerBeat
+-- A worker process reports itself: its row made or updated in one statement, last_seen_at now; a field it leaves out keeps what it said before.
+INSERT INTO workers AS w (worker_id, host, pid, concurrency, queues, in_flight, started_at, state, last_seen_at)
+VALUES (%(worker_id)s, %(host)s::text, %(pid)s::bigint, %(concurrency)s::integer, %(queues)s::text[],
+        %(in_flight)s::integer, %(started_at)s::timestamptz, %(state)s::text, now())
+ON CONFLICT (worker_id) DO UPDATE
+   SET host = coalesce(EXCLUDED.host, w.host),
+       pid = coalesce(EXCLUDED.pid, w.pid),
+       concurrency = coalesce(EXCLUDED.concurrency, w.concurrency),
+       queues = coalesce(EXCLUDED.queues, w.queues),
+       in_flight = coalesce(EXCLUDED.in_flight, w.in_flight),
+       started_at = coalesce(EXCLUDED.started_at, w.started_at),
+       state = coalesce(EXCLUDED.state, w.state),
+       last_seen_at = now()
+RETURNING *;
+
+-- name: WorkersForget
+-- The duties leader's upkeep: forget the workers that have not beaten for %(after_s)s seconds (a read of the whole table, a row per worker process).
+DELETE FROM workers WHERE last_seen_at < now() - make_interval(secs => %(after_s)s)
+RETURNING worker_id;
 
 -- name: QueueThroughput
 -- Jobs that reached completed or dead, per queue and minute over the last minutes, from the finished jobs' completed_at (jobs_history_finished_idx: one range per queue and status). What PostgreSQL holds, so every replica answers alike; jobs deleted by retention before the window ends are not counted.

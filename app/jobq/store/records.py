@@ -313,14 +313,45 @@ def token(row: Row) -> TokenRecord:
 
 
 class WorkerSeen(NamedTuple):
+    """A worker of GET /v1/workers: seen from its jobs, from its beats, or both (what it says
+    of itself is None for one known only from its jobs)."""
+
     worker_id: str
     running: int
     queues: list[str]
     last_seen_at: datetime
+    host: str | None
+    pid: int | None
+    concurrency: int | None
+    in_flight: int | None
+    started_at: datetime | None
+    state: str | None
 
 
 def worker_seen(row: Row) -> WorkerSeen:
-    return WorkerSeen(row["worker_id"], row["running"], list(row["queues"]), row["last_seen_at"])
+    return WorkerSeen(row["worker_id"], row["running"], list(row["queues"]), row["last_seen_at"],
+                      row["host"], row["pid"], row["concurrency"], row["in_flight"],
+                      row["started_at"], row["state"])
+
+
+class WorkerRow(NamedTuple):
+    """A row of ``workers``: what a worker said of itself in its beats, and when it last did."""
+
+    worker_id: str
+    host: str | None
+    pid: int | None
+    concurrency: int | None
+    queues: list[str]
+    in_flight: int | None
+    started_at: datetime | None
+    state: str | None
+    last_seen_at: datetime
+
+
+def worker_row(row: Row) -> WorkerRow:
+    return WorkerRow(row["worker_id"], row["host"], row["pid"], row["concurrency"],
+                     list(row["queues"] or ()), row["in_flight"], row["started_at"], row["state"],
+                     row["last_seen_at"])
 
 
 class Finished(NamedTuple):

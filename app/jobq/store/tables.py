@@ -26,7 +26,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.sql.elements import TextClause
 
 from jobq.domain.queues import QUEUE_DEFAULTS
@@ -239,4 +239,24 @@ topic_subscriptions = Table(
     Column("queue", Text, ForeignKey("queues.name"), primary_key=True),
     Column("type", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+# Worker processes that beat (migration 0013): what each says of itself, and when it last
+# did. Only the primary key is indexed, so that a beat is a HOT update (fillfactor 50).
+WORKER_STATES_SQL = "('running', 'stopping', 'stopped')"
+workers = Table(
+    "workers",
+    metadata,
+    Column("worker_id", Text, primary_key=True),
+    Column("host", Text, nullable=True),
+    Column("pid", BigInteger, nullable=True),
+    Column("concurrency", Integer, nullable=True),
+    Column("queues", ARRAY(Text), nullable=True),
+    Column("in_flight", Integer, nullable=True),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("state", Text, nullable=True),
+    Column("last_seen_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    CheckConstraint(f"state IN {WORKER_STATES_SQL}", name="workers_state_check"),
+    postgresql_with={"fillfactor": "50"},
 )
