@@ -309,3 +309,40 @@ async def test_a_job_enqueued_through_sql_as_the_queue_is_deleted_gets_its_queue
     assert entry["counts"]["pending"] == 1
     [lease] = await claim(client, "outbox")
     assert lease["job"]["type"] == "sql"
+
+
+SLOW_INSERTS = """
+CREATE FUNCTION test_slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.queue = 'slow' THEN PERFORM pg_sleep(1.5); END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER test_slow_insert BEFORE INSERT ON jobs FOR EACH ROW EXECUTE FUNCTION test_slow_insert();
+"""
+
+
+async def _sleeping(database_url: str) -> bool:
+    rows = await db_rows(database_url, "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep'")
+    return bool(rows)
+
+
+@pytest.mark.parametrize("path", ["/v1/jobs", "/v1/jobs/batch"])
+async def test_a_delete_waits_for_an_enqueue_in_flight_and_then_sees_its_job(
+        client: httpx.AsyncClient, database_url: str, path: str) -> None:
+    """An enqueue that has read the queue and not yet committed (held up here by a slow
+    trigger) makes the delete wait for it: the delete then finds the job and answers 409."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(SLOW_INSERTS)
+    await patch_queue(client, "slow")
+    body = {"type": "t", "queue": "slow"} if path == "/v1/jobs" else {"jobs": [{"type": "t", "queue": "slow"}]}
+    enqueuing = asyncio.create_task(client.post(path, json=body))
+    for _ in range(500):
+        if await _sleeping(database_url):
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the enqueue did not reach its insert")
+    r = await client.delete("/v1/queues/slow")
+    assert (await enqueuing).status_code == 201
+    assert problem(r, 409, "queue_not_empty")["counts"] == {"pending": 1}
+    assert len(await claim(client, "slow")) == 1
