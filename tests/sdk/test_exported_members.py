@@ -34,6 +34,7 @@ CLIENT_API = [
     "Queue",
     "QueueCounts",
     "QueueFull",
+    "QueueNotEmpty",
     "QueuePage",
     "QueueSettings",
     "RetryableError",
