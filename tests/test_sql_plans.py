@@ -341,6 +341,10 @@ VALUES_FOR: dict[str, dict[str, Any]] = {
     "TopicSubscribe": {"topic": "orders.placed"},
     # the long-poll watcher counts a queue's claimable jobs up to its waiters' limits
     "QueueWakeCheck": {"caps": [10, 10]},
+    # a queue's delete: a batch of its finished jobs (of the statuses a plain delete takes)
+    "QueueHistoryPurge": {"statuses": ["completed", "cancelled", "dead"]},
+    # leases whose jobs no operation found: their tokens beside the ids
+    "LeaseJobsGone": {"tokens": [1] * 10},
 }
 
 
