@@ -128,6 +128,7 @@ class World:
                 "SELECT t::text FROM tokens t ORDER BY id",
                 "SELECT s::text FROM schedules s ORDER BY name",
                 "SELECT s::text FROM topic_subscriptions s ORDER BY topic, queue",
+                "SELECT w::text FROM workers w ORDER BY worker_id",
             )]
 
 
@@ -166,6 +167,15 @@ async def _retry_job(w: World, q: str) -> Call:
     return Call("POST", f"/v1/jobs/{job['id']}/retry", kind="by_id")
 
 
+async def _delete_job(w: World, q: str) -> Call:
+    return Call("DELETE", f"/v1/jobs/{(await w.job(q))['id']}", kind="by_id")
+
+
+async def _beat_worker(w: World, q: str) -> Call:
+    # the queues a worker says it serves: out of scope is a 403, as for a claim
+    return Call("POST", f"/v1/workers/{w.unique('w')}/beat", json={"queues": [q], "in_flight": 0})
+
+
 async def _claim(w: World, q: str) -> Call:
     job = await w.job(q)
     return Call("POST", "/v1/leases", json={"worker_id": "w", "queues": [q], "types": [job["type"]]},
@@ -174,6 +184,11 @@ async def _claim(w: World, q: str) -> Call:
 
 async def _ack_many(w: World, q: str) -> Call:
     return Call("POST", "/v1/leases/ack", json={"acks": [{"lease_id": await w.lease(q)}]},
+                kind="batch_by_id", check=_ack_many_ok)
+
+
+async def _release_many(w: World, q: str) -> Call:
+    return Call("POST", "/v1/leases/release", json={"releases": [{"lease_id": await w.lease(q)}]},
                 kind="batch_by_id", check=_ack_many_ok)
 
 
@@ -260,11 +275,14 @@ BUILDERS: dict[str, Builder] = {
     "get_job": _get_job,
     "cancel_job": _cancel_job,
     "retry_job": _retry_job,
+    "delete_job": _delete_job,
     "claim": _claim,
     "ack_many": _ack_many,
     "heartbeat": _on_lease("heartbeat", {"extend_ms": 60_000}),
     "ack": _on_lease("ack", {"result": {"ok": 1}}),
     "fail": _on_lease("fail", {"error": "boom"}),
+    "release": _on_lease("release", {"delay_ms": 0}),
+    "release_many": _release_many,
     "list_queues": _list_queues,
     "get_queue": _get_queue,
     "patch_queue": _patch_queue,
@@ -290,6 +308,7 @@ BUILDERS: dict[str, Builder] = {
     "revoke_token": _revoke_token,
     "purge_dead_job": _purge_dead_job,
     "list_workers": lambda w, q: _static("/v1/workers"),
+    "beat_worker": _beat_worker,
     "get_throughput": lambda w, q: _static("/v1/throughput"),
     "ui_root": lambda w, q: _static("/"),
     "ui_index": lambda w, q: _static("/ui"),
@@ -317,7 +336,9 @@ def test_rules_say_what_the_issue_says() -> None:
     queues; worker claims, heartbeats, acks and fails; admin everything, with /metrics and
     token management for an admin of every queue only."""
     producer = {"create_job", "create_jobs", "list_jobs", "get_job", "publish_topic"}
-    worker = {"claim", "heartbeat", "ack", "ack_many", "fail"}
+    worker = {"claim", "heartbeat", "ack", "ack_many", "fail",
+              "release", "release_many",  # issue 26: a stop gives jobs back
+              "beat_worker"}  # issue 26: a worker process reports itself
     all_queues = {"get_metrics", "create_token", "list_tokens", "revoke_token",
                   # schedules: an admin's (issue 13), of every queue (the names are one namespace)
                   "list_schedules", "get_schedule", "put_schedule", "patch_schedule", "delete_schedule",

@@ -18,15 +18,23 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, LiveServer
+from tests.terminal import run_at_terminal
 
 
 def jobq(
-    server: LiveServer | None, *args: str, columns: int = 80, stdin: int | None = subprocess.DEVNULL
+    server: LiveServer | None, *args: str, columns: int = 80, stdin: int | None = subprocess.DEVNULL,
+    tty: bool = False,
 ) -> subprocess.CompletedProcess[str]:
+    """``jobq ARGS`` with stdout into a pipe, or with ``tty`` on a terminal ``columns`` wide."""
     env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_URL", "JOBQ_TOKEN")}
     env["COLUMNS"] = str(columns)
     if server is not None:
         env["JOBQ_URL"] = server.url
+    if tty:
+        done = run_at_terminal([sys.executable, "-m", "jobq.cli", *args], env=env, cwd=ROOT,
+                               columns=columns)
+        assert "Traceback" not in done.stdout + done.stderr, done.stderr
+        return done
     done = subprocess.run(
         [sys.executable, "-m", "jobq.cli", *args],
         cwd=ROOT,
@@ -91,7 +99,7 @@ def test_jobs_fit_80_columns_with_whole_ids_statuses_attempts_and_ages(
 ) -> None:
     short = enqueue(live_server, "ping", queue="mail")
     long = enqueue(live_server, LONG_TYPE, queue=LONG_QUEUE, max_attempts=10000)
-    out = ok(jobq(live_server, "jobs"))
+    out = ok(jobq(live_server, "jobs", tty=True))
     assert_fits(out)
     rows = {line.split()[0]: line for line in out.splitlines() if line.split() and line.split()[0].isdigit()}
     assert set(rows) == {short["id"], long["id"]}, out
@@ -102,8 +110,29 @@ def test_jobs_fit_80_columns_with_whole_ids_statuses_attempts_and_ages(
     assert "…" in cut and LONG_TYPE not in cut
     assert "T" not in cut.split("pending")[1], "no timestamps in the table"
     # Wider terminals show everything.
-    wide = ok(jobq(live_server, "jobs", columns=200))
+    wide = ok(jobq(live_server, "jobs", columns=200, tty=True))
     assert LONG_TYPE in wide and LONG_QUEUE in wide and "…" not in wide
+    # So does --wide on a narrow one, and a pipe, whatever COLUMNS says: `jobq jobs | grep`
+    # must find what a cut would hide.
+    for whole in (jobq(live_server, "jobs", "--wide", tty=True), jobq(live_server, "jobs")):
+        assert LONG_TYPE in ok(whole) and LONG_QUEUE in whole.stdout and "…" not in whole.stdout
+
+
+def test_queues_whose_names_differ_past_80_columns_are_told_apart_in_a_pipe(
+    live_server: LiveServer,
+) -> None:
+    """`jobq queues | cat` printed two identical rows `tenant-a.slo…`: not a terminal, so
+    every name whole (with --wide at a terminal too), and the rows stay one line each."""
+    names = [f"tenant-a.slow-lane.{'x' * 70}.{end}" for end in ("one", "two")]
+    for name in names:
+        enqueue(live_server, queue=name)
+    for done in (jobq(live_server, "queues"), jobq(live_server, "queues", "--wide", tty=True)):
+        rows = [line for line in ok(done).splitlines() if line.startswith("tenant-a.")]
+        assert [row.split()[0] for row in rows] == names, done.stdout
+        assert all(row.split()[1:3] == ["1", "0"] for row in rows), done.stdout
+    cut = ok(jobq(live_server, "queues", tty=True))
+    assert_fits(cut)
+    assert names[0] not in cut and "…" in cut
 
 
 def test_jobs_follow_the_pages_past_1000(live_server: LiveServer) -> None:
@@ -323,11 +352,13 @@ def test_schedules_list_fits_80_columns(live_server: LiveServer) -> None:
         )
     )
     ok(jobq(live_server, "schedules", "set", "tick", "--cron", "@hourly", "--type", "tick"))
-    out = ok(jobq(live_server, "schedules"))
+    out = ok(jobq(live_server, "schedules", tty=True))
     assert_fits(out)
     assert re.search(r"^tick\s+@hourly\s+default:tick\s+yes\s+in \d+[smh]\s*$", out, re.M), out
     assert "nightly-backup" in out and "0 30 3 * * 1-5" in out and "…" in out
-    assert out == ok(jobq(live_server, "schedules", "list"))
+    assert out == ok(jobq(live_server, "schedules", "list", tty=True))
+    whole = ok(jobq(live_server, "schedules"))
+    assert "nightly-backup-of-the-customer-database-in-eu" in whole and "…" not in whole
     shown = ok(jobq(live_server, "schedules", "get", "nightly-backup-of-the-customer-database-in-eu"))
     for pattern in [
         r"timezone\s+Europe/Amsterdam",

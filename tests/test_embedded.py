@@ -442,3 +442,57 @@ def test_tokens_create_attaches_to_the_embedded_server_jobq_serve_runs(tmp_path:
         assert proc.wait(30) == 0
     assert pid is not None
     _wait_gone(pid, "the embedded PostgreSQL outlived jobq serve")
+
+
+# --- the other commands never make one --------------------------------------------------
+
+
+def _jobq_in(cwd: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JOBQ_DATABASE_URL", "JOBQ_ADMIN_TOKEN", "JOBQ_DATA_DIR")}
+    env.update(PYTHONPATH=str(ROOT), COLUMNS="200", **extra)
+    return subprocess.run([sys.executable, "-m", "jobq.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args", [("tokens", "create", "--role", "admin"), ("tokens", "list"),
+                                  ("tokens", "revoke", "jq_0123456789ab"), ("migrate",)])
+def test_commands_other_than_serve_make_no_embedded_database(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """`jobq tokens create` in another directory, no JOBQ_DATABASE_URL: one line naming the
+    variable and where it looked, exit 2, and no new PostgreSQL there (no 8 s initdb, no
+    token in a database no service reads)."""
+    done = _jobq_in(tmp_path, *args)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "JOBQ_DATABASE_URL" in lines[0] and str(tmp_path / ".jobq" / "pgdata") in lines[0], lines[0]
+    assert not (tmp_path / ".jobq").exists()
+
+
+def test_json_refusal_is_a_json_line_and_jobq_data_dir_is_where_it_looks(tmp_path: Path) -> None:
+    done = _jobq_in(tmp_path, "tokens", "list", "--json", JOBQ_DATA_DIR=str(tmp_path / "elsewhere"))
+    assert done.returncode == 2, done.stderr
+    error = json.loads(done.stderr)["error"]
+    assert "JOBQ_DATABASE_URL" in error and str(tmp_path / "elsewhere" / "pgdata") in error
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_tokens_start_an_existing_embedded_database_whose_server_is_stopped(tmp_path: Path) -> None:
+    """A directory where `jobq serve` ran before (its server now stopped) holds the database
+    the next `jobq serve` will use: tokens start its server for the time of the call, write
+    there, and stop it again."""
+    pgdata = tmp_path / ".jobq" / "pgdata"
+    with EmbeddedPostgres(pgdata):
+        pass  # initdb, then stopped: what a `jobq serve` that ran and exited leaves
+    assert _postmaster_pid(pgdata) is None
+    made = _jobq_in(tmp_path, "tokens", "create", "--role", "admin", "--name", "first")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.startswith("jq_")
+    listed = _jobq_in(tmp_path, "tokens", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [t["name"] for t in json.loads(listed.stdout)["tokens"]] == ["first"]
+    assert _jobq_in(tmp_path, "migrate").returncode == 0
+    pid = _postmaster_pid(pgdata)
+    if pid is not None:
+        _wait_gone(pid, "tokens left the embedded PostgreSQL running")

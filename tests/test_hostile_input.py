@@ -280,3 +280,75 @@ async def test_an_exact_retry_with_any_number_is_an_idempotent_replay(
                                             "payload": {"x": 1.0}})
     assert r.status_code == 200, r.text
     assert await total(client) == 10
+
+
+# --- NUL characters, which PostgreSQL cannot store ----------------------------------------------
+
+NUL_MSG = "a NUL character (\\u0000) is not accepted: PostgreSQL cannot store it"
+
+
+def nul_at(r: httpx.Response, *loc: str | int) -> None:
+    """A 422 whose only error names exactly ``loc``, said before the database saw anything
+    (it used to be "value not accepted by the database" at ["body"])."""
+    errors = validation(r)
+    assert [e["loc"] for e in errors] == [list(loc)], errors
+    assert "NUL" in errors[0]["msg"] and "database" not in r.json()["detail"], r.json()
+
+
+async def test_a_nul_character_is_refused_naming_its_field(client: httpx.AsyncClient) -> None:
+    for body, loc in [
+        ({"type": "t", "queue": "nul", "payload": {"a": "x\x00y"}}, ("payload", "a")),
+        ({"type": "t", "queue": "nul", "payload": {"a": {"b": ["ok", "\x00"]}}}, ("payload", "a", "b", 1)),
+        ({"type": "t", "queue": "nul", "payload": {"k\x00": 1}}, ("payload", "k\x00")),
+        ({"type": "t\x00", "queue": "nul"}, ("type",)),
+        ({"type": "t", "queue": "nul", "idempotency_key": "k\x00"}, ("idempotency_key",)),
+    ]:
+        nul_at(await client.post("/v1/jobs", json=body), "body", *loc)
+    r = await client.post("/v1/jobs", json={"type": "t", "queue": "nul", "payload": {"k\x00": 1}})
+    assert validation(r)[0]["msg"] == NUL_MSG.replace("is not", "in a key is not")
+    assert validation(await client.post("/v1/jobs", json={"type": "t", "payload": {"a": "\x00"}}))[0]["msg"] == NUL_MSG
+    # A batch names the job by its index; none of the batch is written.
+    batch = {"jobs": [{"type": "t", "queue": "nul"}, {"type": "t", "queue": "nul"},
+                      {"type": "t", "queue": "nul", "payload": {"a": ["\x00"]}}]}
+    nul_at(await client.post("/v1/jobs/batch", json=batch), "body", "jobs", 2, "payload", "a", 0)
+    assert await total(client, "nul") == 0
+    # A backslash before "u0000" is no NUL: the text \u0000 is an ordinary string.
+    kept = await enqueue(client, "t", queue="nul", payload={"a": "\\u0000"})
+    assert kept["payload"] == {"a": "\\u0000"}
+    # Nor is JSON sent in UTF-16 a way round it (the standard library reads that too).
+    r = await client.post("/v1/jobs", content='{"type": "t", "queue": "nul", "payload": {"a": "\\u0000"}}'
+                          .encode("utf-16"), headers={"content-type": "application/json"})
+    nul_at(r, "body", "payload", "a")
+    assert await total(client, "nul") == 1
+
+
+async def test_a_nul_character_in_an_ack_result_or_a_fail_error_leaves_the_lease_alone(
+        client: httpx.AsyncClient) -> None:
+    lid = await lease_id(client, "nul-lease")
+    nul_at(await client.post(f"/v1/leases/{lid}/ack", json={"result": {"r": "\x00"}}), "body", "result", "r")
+    nul_at(await client.post(f"/v1/leases/{lid}/fail", json={"error": "boom\x00"}), "body", "error")
+    nul_at(await client.post("/v1/leases/ack", json={"acks": [{"lease_id": lid, "result": {"x": ["\x00"]}}]}),
+           "body", "acks", 0, "result", "x", 0)
+    [job] = (await client.get("/v1/jobs", params={"queue": "nul-lease"})).json()["jobs"]
+    assert job["status"] == "running" and job["errors"] == [] and job["result"] is None, job
+    done = await client.post(f"/v1/leases/{lid}/ack", json={"result": {"r": "fine"}})
+    assert done.status_code == 200, done.text
+
+
+async def test_a_nul_character_in_a_schedule_or_a_publish_is_named(client: httpx.AsyncClient) -> None:
+    put = {"cron": "@daily", "job": {"type": "t", "queue": "nul-s", "payload": {"a": "\x00"}}}
+    nul_at(await client.put("/v1/schedules/nightly", json=put), "body", "job", "payload", "a")
+    assert (await client.get("/v1/schedules/nightly")).status_code == 404
+    put["job"]["payload"] = {"a": "ok"}  # type: ignore[index]
+    assert (await client.put("/v1/schedules/nightly", json=put)).status_code == 201
+    nul_at(await client.patch("/v1/schedules/nightly", json={"job": {"payload": {"b": "\x00"}}}),
+           "body", "job", "payload", "b")
+    # A PATCH without one still works, and the refused one changed nothing.
+    patched = await client.patch("/v1/schedules/nightly", json={"enabled": False})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["job"]["payload"] == {"a": "ok"} and patched.json()["enabled"] is False
+    sub = await client.put("/v1/topics/news/subscriptions/nul-s")
+    assert sub.status_code in (200, 201), sub.text
+    nul_at(await client.post("/v1/topics/news/publish", json={"type": "t", "payload": {"a": "\x00"}}),
+           "body", "payload", "a")
+    assert await total(client, "nul-s") == 0

@@ -84,3 +84,35 @@ def test_every_operation_declares_the_errors_any_call_can_get() -> None:
         if "requestBody" in op:
             assert {"413", "422"} <= declared, (method, path, declared)
         assert "HTTPValidationError" not in json.dumps(op), (method, path)
+
+
+def _resolve(doc: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    return doc["components"]["schemas"][ref.rsplit("/", 1)[-1]] if ref else schema
+
+
+def test_every_json_answer_declares_a_schema() -> None:
+    """An answer declared with an empty schema (`{}`) gives a generated client nothing to
+    parse: its `parsed` is None (/healthz, /readyz and a schedule PUT's 200 did)."""
+    doc = openapi.document()
+    empty = [f"{method.upper()} {path} {status}"
+             for path, item in doc["paths"].items() for method, op in item.items()
+             for status, answer in op["responses"].items()
+             for media_type, media in (answer.get("content") or {}).items()
+             if media_type.endswith("json") and not media.get("schema")]
+    assert empty == []
+
+
+async def test_the_probes_answer_what_their_schemas_declare(client: httpx.AsyncClient) -> None:
+    doc = openapi.document()
+    for path in ("/healthz", "/readyz"):
+        answers = doc["paths"][path]["get"]["responses"]
+        schema = _resolve(doc, answers["200"]["content"]["application/json"]["schema"])
+        assert schema["type"] == "object" and "status" in schema["required"], (path, schema)
+        body = (await client.get(path)).json()
+        assert set(body) == set(schema["properties"]) and set(schema["required"]) <= set(body), body
+        assert body["status"] == schema["properties"]["status"]["const"], body
+    ready = _resolve(doc, doc["paths"]["/readyz"]["get"]["responses"]["200"]["content"]["application/json"]["schema"])
+    assert ready["properties"]["schema"]["type"] == "string"
+    unavailable = doc["paths"]["/readyz"]["get"]["responses"]["503"]["content"]["application/problem+json"]
+    assert unavailable["schema"] == {"$ref": "#/components/schemas/Problem"}

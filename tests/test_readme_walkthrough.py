@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -73,6 +74,11 @@ CODES = [
     "200",  # second attempt, dead, listed, replayed, read
     "200",
     "200",  # the replayed job runs
+    "201",
+    "200",
+    "200",
+    "200",
+    "200",  # a job with one attempt: enqueue, claim, release, claim, ack (issue 26)
     "200",
     "422",
 ]  # the queue's max_depth, the malformed body
@@ -99,6 +105,8 @@ def test_the_curl_walkthrough_runs_twice_on_one_database(live_server: LiveServer
             '{"replayed":1}',
             '{"status":"pending","attempt":0}',
             '{"status":"completed","attempt":1}',
+            '{"status":"pending","attempt":0,"releases":1}',
+            '{"status":"completed","attempt":1}',
             "HTTP/1.1 429 Too Many Requests",
             "body: invalid JSON at line 1, column 14: expecting ',' delimiter",
         ]
@@ -108,10 +116,11 @@ def test_the_curl_walkthrough_runs_twice_on_one_database(live_server: LiveServer
             at = lines.index(want, at) + 1
         assert any(re.fullmatch(r"retry-after: \d+", line.strip(), re.I) for line in lines), out.stdout
         assert "dead" not in lines[-1]
-    # Both runs left nothing waiting or dead behind: two jobs per queue, all completed.
+    # Both runs left nothing waiting or dead behind: per run, one job of email and two of
+    # reports (the failing one, the released one), all completed.
     queues = httpx.get(f"{live_server.url}/v1/queues").json()["queues"]
     counts = {q["name"]: q["counts"] for q in queues}
-    assert counts["email"]["completed"] == 2 and counts["reports"]["completed"] == 2, counts
+    assert counts["email"]["completed"] == 2 and counts["reports"]["completed"] == 4, counts
     assert sum(c["pending"] + c["failed"] + c["dead"] + c["running"] for c in counts.values()) == 0
 
 
@@ -188,3 +197,48 @@ def test_the_curl_worker_pauses_when_the_service_is_down_or_answers_an_error(
         lines = log.read_text().splitlines()
         assert 1 <= len(lines) <= 2, lines
         assert all(status in line and "pausing" in line for line in lines), lines
+
+
+# --- recurring jobs: the curl and the command line make the same schedule ---------------------
+
+
+def test_the_schedule_examples_make_the_same_schedule(live_server: LiveServer, tmp_path: Path) -> None:
+    """The README's PUT and its `jobq schedules set` equivalent: the same schedule, payload
+    included (`set` is a whole replace; the CLI example once dropped the payload), and the
+    CLI run over the PUT's schedule says what it replaced, as the README quotes it."""
+    text = README.read_text()
+    start = text.index("\n## Recurring jobs\n")
+    blocks = re.findall(r"^```sh\n(.*?)^```", text[start:text.find("\n## ", start + 1)], re.S | re.M)
+    put = blocks[0].split("\n#", 1)[0]  # the PUT, up to its answer's comment
+    assert put.startswith("curl -sS -XPUT $JOBQ/v1/schedules/nightly-report"), put
+    cli = next(b for b in blocks if b.startswith("jobq schedules set "))
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_URL", "JOBQ_TOKEN")}
+    env.update(JOBQ=live_server.url, JOBQ_URL=live_server.url, ADMIN="", COLUMNS="200",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    schedule_url = f"{live_server.url}/v1/schedules/nightly-report"
+
+    def run(script: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        return done
+
+    def template() -> dict[str, object]:
+        got = httpx.get(schedule_url)
+        assert got.status_code == 200, got.text
+        return {k: v for k, v in got.json().items() if not k.endswith("_at") and k != "last_job_id"}
+
+    run(put)
+    by_curl = template()
+    assert by_curl["job"]["payload"] == {"format": "pdf"}, by_curl  # type: ignore[index]
+    replaced = run(cli)
+    said = ('jobq: replaced schedule nightly-report (was: cron "0 2 * * *" in Europe/Berlin, '
+            'queue reports, type report.nightly, payload {"format": "pdf"})')
+    assert said in replaced.stderr.splitlines(), replaced.stderr
+    assert " ".join(said.split()) in " ".join(text.split()), "the README quotes the line as printed"
+    assert template() == by_curl
+
+    assert httpx.delete(schedule_url).status_code == 204
+    created = run(cli)
+    assert "replaced" not in created.stderr, created.stderr
+    assert template() == by_curl

@@ -490,3 +490,30 @@ def test_dead_jobs_of_every_queue_are_found_from_their_own_index(
     assert any(n.get("Index Name") in dead_indexes for n in nodes), json.dumps(doc["Plan"], indent=1)
     pages = max(n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0) for n in nodes)
     assert pages <= PAGES_FOR[name], pages
+
+
+SEARCHES = [{"queue": BIG, "status": None}, {"queue": BIG, "status": "dead"},
+            {"queue": None, "status": None}, {"queue": None, "status": "pending"}]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
+@pytest.mark.parametrize("filters", SEARCHES, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
+def test_a_search_examines_a_bounded_number_of_jobs(
+        big: psycopg.Connection[Any], filters: dict[str, Any], mode: str) -> None:
+    """GET /v1/jobs?search= scans (no index finds a substring of a payload), but a page
+    examines at most SEARCH_SCAN jobs of each (queue, status) part, read along the listing's
+    indexes, whatever the table holds (issue 26). Nothing matches here: the worst case."""
+    from jobq.domain.jobs import SEARCH_SCAN
+    from jobq.store.listing import jobs_page
+
+    sql, params = jobs_page(**{"type_": None, "scope": None, **filters}, before_id=None, limit=50,
+                            search="no such needle")
+    doc = analyzed(big, sql, params, mode)
+    nodes = list(_nodes(doc["Plan"]))
+    scans = [n for n in nodes if n["Node Type"] == "Seq Scan"
+             and n.get("Relation Name", "").startswith("jobs")]
+    assert not scans, json.dumps(doc["Plan"], indent=1)
+    reads = [n for n in nodes if "Scan" in n["Node Type"] and n.get("Relation Name", "").startswith("jobs")]
+    assert reads and all(n["Actual Rows"] <= SEARCH_SCAN for n in reads), json.dumps(doc["Plan"], indent=1)
+    assert doc["Plan"]["Actual Rows"] == 1  # no match: the one row that says how far the scan went

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from jobq.cli.service import bind_refusal
 from jobq.settings import Settings
 from tests.conftest import ROOT, LiveServer, free_port
+from tests.terminal import run_at_terminal
 from tests.waiting import eventually
 
 # Whatever the developer's shell holds must not decide these tests.
@@ -61,7 +62,9 @@ def test_list_is_the_plain_80_column_table_of_the_other_listings(database_url: s
                 "--queues", "tenant-a.*," * 20 + "x", database_url=database_url)
     assert made.returncode == 0, made.stderr
     token_id = made.stdout.strip().split("_")[1]
-    narrow = jobq("tokens", "list", database_url=database_url, COLUMNS="80")
+    env = {k: v for k, v in os.environ.items() if k not in _AMBIENT}
+    env.update(PYTHONPATH=str(ROOT), JOBQ_DATABASE_URL=database_url)
+    narrow = run_at_terminal([sys.executable, "-m", "jobq.cli", "tokens", "list"], env=env, cwd=ROOT)
     assert narrow.returncode == 0, narrow.stderr
     lines = narrow.stdout.splitlines()
     assert lines[0].split() == ["id", "name", "role", "queues", "created", "(UTC)", "revoked", "(UTC)"]
@@ -69,6 +72,13 @@ def test_list_is_the_plain_80_column_table_of_the_other_listings(database_url: s
     assert not set("┏┃│└┗╇━┌┐") & set(narrow.stdout), narrow.stdout
     row = next(line for line in lines if token_id in line)
     assert "producer" in row and "…" in row and "nnnnn" in row, narrow.stdout
+    # Into a pipe (and with --wide at a terminal): every value whole, whatever COLUMNS says.
+    for whole in (jobq("tokens", "list", database_url=database_url, COLUMNS="80"),
+                  run_at_terminal([sys.executable, "-m", "jobq.cli", "tokens", "list", "--wide"],
+                                  env=env, cwd=ROOT)):
+        assert whole.returncode == 0, whole.stderr
+        row = next(line for line in whole.stdout.splitlines() if token_id in line)
+        assert "n" * 200 in row and "tenant-a.*," * 20 + "x" in row and "…" not in row, whole.stdout
 
 
 def test_create_prints_only_the_token_which_works_until_revoked(database_url: str,

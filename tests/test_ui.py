@@ -357,3 +357,116 @@ def test_with_tokens_the_page_needs_an_admin_token(page: Page, secured_server: L
     assert page.evaluate("sessionStorage.getItem('jobq.token')") == ADMIN_TOKEN
     assert page.evaluate("localStorage.length") == 0
     assert "ui-test-admin" not in page.context.cookies().__repr__()
+
+
+# --- Issue 26: worker processes, search, bulk selection ---------------------------------------
+
+def rows_of(page: Page) -> list[str]:
+    return [str(x) for x in page.locator("tr[data-job]").evaluate_all("rows => rows.map(r => r.dataset.job)")]
+
+
+def test_workers_page_shows_idle_beating_workers_and_those_seen_from_jobs(
+        page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    r = api.post("/v1/workers/ui-idle-1/beat", json={
+        "host": "box-7", "pid": 31337, "concurrency": 4, "queues": ["ui-wq"], "in_flight": 0,
+        "started_at": "2026-01-15T09:30:00Z", "state": "running"})
+    assert r.status_code == 200, r.text
+    enqueue(api, "ui-wq")
+    assert lease(api, "ui-wq", worker="ui-busy-1") is not None  # known from its job only
+    page.goto(live_server.url + "/ui#/workers")
+    idle = page.locator('tr[data-worker="ui-idle-1"]')
+    expect(idle).to_be_visible()  # idle: no job, yet listed
+    for col, text in (("host", "box-7"), ("pid", "31337"), ("concurrency", "4"), ("in-flight", "0"),
+                      ("running", "0"), ("queues", "ui-wq"), ("state", "running")):
+        expect(idle.locator(f'td[data-col="{col}"]')).to_have_text(text)
+    expect(idle.locator('td[data-col="last-seen"]')).to_contain_text("ago")
+    busy = page.locator('tr[data-worker="ui-busy-1"]')
+    expect(busy.locator('td[data-col="running"]')).to_have_text("1")
+    expect(busy.locator('td[data-col="host"]')).to_have_text("–")
+    # a worker that says it is stopping is shown so at the next refresh
+    assert api.post("/v1/workers/ui-idle-1/beat", json={"state": "stopping"}).status_code == 200
+    expect(idle.locator('td[data-col="state"]')).to_have_text("stopping")
+    shot(page, "workers")
+
+
+def test_search_box_finds_jobs_by_payload_and_error(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    hit = enqueue(api, "ui-search", "order", payload={"customer": "Zebulon Quartz"})
+    enqueue(api, "ui-search", "order", payload={"customer": "someone else"})
+    failed = dead_job(api, "ui-search-err", "card of ZEBULON declined")
+    page.goto(live_server.url + "/ui#/jobs")
+    page.locator('#filters input[name="search"]').fill("zebulon")
+    page.get_by_role("button", name="Filter").click()
+    expect(page).to_have_url(live_server.url + "/ui#/jobs?search=zebulon")
+    expect(page.locator("tr[data-job]")).to_have_count(2)
+    assert rows_of(page) == [failed["id"], hit["id"]]
+    expect(page.locator("#search-note")).to_contain_text("zebulon")
+    expect(page.locator('#filters input[name="search"]')).to_have_value("zebulon")  # kept in the box
+    # with another filter
+    page.goto(live_server.url + "/ui#/jobs?queue=ui-search&search=zebulon")
+    expect(page.locator("tr[data-job]")).to_have_count(1)
+    assert rows_of(page) == [hit["id"]]
+    shot(page, "jobs-search")
+
+
+def test_bulk_selection_cancels_retries_and_deletes_and_reports_each_failure(
+        page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    running_id = enqueue(api, "ui-bulk")["id"]
+    running = lease(api, "ui-bulk", worker="ui-bulk-w")
+    assert running is not None and running["job"]["id"] == running_id
+    waiting = [enqueue(api, "ui-bulk")["id"] for _ in range(3)]
+    page.on("dialog", lambda d: d.accept())  # the confirmations
+    page.goto(live_server.url + "/ui#/jobs?queue=ui-bulk")
+    expect(page.locator("tr[data-job]")).to_have_count(4)
+
+    # cancel two of the waiting jobs
+    for job_id in waiting[:2]:
+        page.locator(f'tr[data-job="{job_id}"] input[data-select]').check()
+    expect(page.locator("#bulk-count")).to_have_text("2 selected")
+    page.get_by_role("button", name="Cancel selected").click()
+    eventually(lambda: [job_status(api, j) for j in waiting[:2]] == ["cancelled"] * 2, poll_s=0.1,
+               what="the two selected jobs cancelled")
+    expect(page.locator("#bulk-report")).to_have_text("2 cancelled")
+    expect(page.locator("#bulk-count")).to_have_text("0 selected")
+    # the page takes one action at a time: the next once this one's button is back
+    expect(page.get_by_role("button", name="Cancel selected")).to_be_enabled()
+    assert job_status(api, waiting[2]) == "pending"  # not selected: untouched
+
+    # retry them
+    for job_id in waiting[:2]:
+        page.locator(f'tr[data-job="{job_id}"] input[data-select]').check()
+    page.get_by_role("button", name="Retry selected").click()
+    eventually(lambda: [job_status(api, j) for j in waiting[:2]] == ["pending"] * 2, poll_s=0.1,
+               what="the two selected jobs retried")
+    expect(page.locator("#bulk-report")).to_have_text("2 retried")
+    expect(page.get_by_role("button", name="Retry selected")).to_be_enabled()
+
+    # select the whole page and delete: the running job cannot be, and says why
+    page.locator("input[data-select-all]").check()
+    expect(page.locator("#bulk-count")).to_have_text("4 selected")
+    shot(page, "jobs-bulk-selected")
+    page.get_by_role("button", name="Delete selected").click()
+    eventually(lambda: [job_status(api, j) for j in waiting] == [None] * 3, poll_s=0.1,
+               what="the three waiting jobs deleted")
+    failure = page.locator(f'#bulk-report li[data-job="{running_id}"]')
+    expect(failure).to_contain_text("running")
+    expect(page.locator("#bulk-report")).to_contain_text("3 deleted, 1 failed")
+    assert job_status(api, running_id) == "running"
+    expect(page.locator("tr[data-job]")).to_have_count(1)
+    # the job that failed stays selected, through the refreshes
+    expect(page.locator(f'tr[data-job="{running_id}"] input[data-select]')).to_be_checked()
+    expect(page.locator("#bulk-count")).to_have_text("1 selected")
+    shot(page, "jobs-bulk-report")
+
+
+def test_bulk_retry_of_dead_letters(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    dead = [dead_job(api, "ui-bulk-dead")["id"] for _ in range(2)]
+    kept = dead_job(api, "ui-bulk-dead")["id"]
+    page.goto(live_server.url + "/ui#/dead?queue=ui-bulk-dead")
+    expect(page.locator("tr[data-job]")).to_have_count(3)
+    for job_id in dead:
+        page.locator(f'tr[data-job="{job_id}"] input[data-select]').check()
+    page.get_by_role("button", name="Retry selected").click()
+    eventually(lambda: [job_status(api, j) for j in dead] == ["pending"] * 2, poll_s=0.1,
+               what="the selected dead jobs replayed")
+    expect(page.locator("tr[data-job]")).to_have_count(1)
+    assert job_status(api, kept) == "dead"

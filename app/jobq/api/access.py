@@ -25,6 +25,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from jobq.api.bodies import refuse_nul
 from jobq.api.deps import known_query
 from jobq.api.problems import BEARER_CHALLENGE, problem
 from jobq.api.resolved import original_route, resolved_routes
@@ -78,11 +79,15 @@ RULES: dict[str, Rule] = {
     "get_job": PRODUCER,
     "cancel_job": ADMIN,
     "retry_job": ADMIN,
+    "delete_job": ADMIN,
     "claim": WORKER,
     "ack_many": WORKER,
     "heartbeat": WORKER,
     "ack": WORKER,
     "fail": WORKER,
+    "release": WORKER,
+    "release_many": WORKER,
+    "beat_worker": WORKER,
     "list_queues": ADMIN,
     "get_queue": ADMIN,
     "patch_queue": ADMIN,
@@ -134,10 +139,12 @@ async def caller(request: Request) -> Principal:
 
 async def guarded(request: Request) -> None:
     """The one dependency of every router behind the tokens: the route's rule (``caller``),
-    then the query check (``deps.known_query``). One dependency, not two: FastAPI solves each
-    on every request, and these routers carry the service's busiest calls."""
+    then the query check (``deps.known_query``), then the body's NUL characters
+    (``bodies.refuse_nul``). One dependency, not three: FastAPI solves each on every request,
+    and these routers carry the service's busiest calls."""
     await caller(request)
     await known_query(request)
+    await refuse_nul(request)
 
 
 def admitted(request: Request) -> Principal:

@@ -48,7 +48,8 @@ log = logging.getLogger("jobq.api")
 
 DESCRIPTION = """
 A durable job queue over HTTP, on PostgreSQL. Producers enqueue with `POST /v1/jobs`;
-workers claim with bounded leases from `/v1/leases`, heartbeat, ack or fail.
+workers claim with bounded leases from `/v1/leases`, heartbeat, ack or fail, or release
+(give a job back without spending its attempt: a worker that stops).
 
 How it behaves (the job's life, leases and fencing, retries, limits, access, every error
 `code`, the guarantees), with a curl example per operation: the guide `openapi/GUIDE.md`,
@@ -67,12 +68,17 @@ Where the contract is silent: queues named in one claim are tried in the order g
 (`completed`, `dead`, `cancelled`); lease lengths are 100 ms to 1 day; priorities are
 32-bit integers; an empty body is accepted wherever every field is optional.
 
+Beyond the contract: `POST /v1/leases/{lease_id}/release` (and `POST /v1/leases/release`
+for many) gives a held job back to `pending`, claimable after its `delay_ms` (default 0),
+without counting the claim against `max_attempts` (`attempt` goes back down by one) or
+recording an error or a lease expiry; each job's `releases` lists its released claims.
+
 Request bodies are read strictly, as the contract asks: unknown fields and values of the
 wrong JSON type are refused, without coercion (`"1"` is not a number, `0` and `"yes"` are
 not booleans, `1.0` is not an integer), each with a 422 whose `errors[].loc` names the
 field. Times sent are RFC 3339 strings with an offset, within years 1 to 9999 once in UTC
-(`9999-12-31T23:59:59-14:00` is refused); `delay_ms` and `retry_in_ms` are at most 10
-years, so no delay can reach past that either. Query parameters are text by nature and are
+(`9999-12-31T23:59:59-14:00` is refused); `delay_ms` (an enqueue's or a release's) and
+`retry_in_ms` are at most 10 years, so no delay can reach past that either. Query parameters are text by nature and are
 parsed (`?limit=5`); one a route does not take is a 422 too, so that a misspelt filter
 cannot widen a listing or a purge. A body over the size limit (default 1 MiB) is a 413 that names it.
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import email.message
 import json
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
 import orjson
@@ -40,7 +41,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
-from jobq.domain.jsontext import orjson_would_round
+from jobq.domain.jsontext import may_hold_nul, nul_paths, orjson_would_round
 
 T = TypeVar("T")
 
@@ -83,6 +84,38 @@ class JsonBody(Generic[T]):
             errors = [{**err, "loc": ("body", *err.get("loc", ()))}
                       for err in exc.errors(include_url=False)]
             raise RequestValidationError(errors, body=value) from None
+
+
+# Methods whose requests carry a body here (DELETE and GET take none).
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+NUL_NAMED = 20  # paths named in one answer, at most
+
+
+async def refuse_nul(request: Request) -> None:
+    """422 naming each place (``["body", "payload", "a"]``, ``["body", "jobs", 3, "type"]``)
+    where a JSON body holds a NUL character, which PostgreSQL stores in neither text nor
+    jsonb: otherwise the database driver refuses the whole statement, and the answer could
+    only say "the body". For every body of every route behind the tokens (``guarded`` calls
+    it): a byte scan, and only a body holding the escape is parsed and walked again.
+
+    A body that is not JSON, or does not parse, is left to the route's own reading, which
+    says what is wrong with it."""
+    if request.method not in _BODY_METHODS:
+        return
+    raw = await request.body()  # read once: the route's reading gets the same bytes
+    if not may_hold_nul(raw) or not _is_json(request.headers.get("content-type")):
+        return
+    try:
+        value = json.loads(raw)
+    except Exception:  # not JSON, not UTF-8, nested too deeply: the route's reading words it
+        return
+    errors = [{"type": "string_nul", "loc": ("body", *path), "input": None,
+               "msg": ("a NUL character (\\u0000) in a key is not accepted: PostgreSQL cannot store it"
+                       if path and isinstance(path[-1], str) and "\x00" in path[-1] else
+                       "a NUL character (\\u0000) is not accepted: PostgreSQL cannot store it")}
+              for path in islice(nul_paths(value), NUL_NAMED)]
+    if errors:
+        raise RequestValidationError(errors, body=value)
 
 
 def _is_json(content_type: str | None) -> bool:

@@ -20,7 +20,7 @@ def _job(**changes: Any) -> dict[str, Any]:
         "payload": {"user_id": 7, "locale": "en"}, "priority": 0, "status": "pending",
         "attempt": 0, "max_attempts": 5, "idempotency_key": "signup-7",
         "created_at": _AT, "visible_at": _AT, "locked_until": None, "worker_id": None,
-        "completed_at": None, "last_error": None, "errors": [],
+        "completed_at": None, "last_error": None, "errors": [], "releases": [],
     }
     job.update(changes)
     return job
@@ -34,6 +34,9 @@ _FAILED = _job(status="failed", attempt=1, worker_id="worker-a:4242",
                visible_at="2026-01-15T09:30:12.000000Z", last_error="SMTP timeout",
                errors=[{"attempt": 1, "at": "2026-01-15T09:30:02.000000Z",
                         "error": "SMTP timeout", "kind": "failed"}])
+_RELEASED = _job(attempt=0, visible_at="2026-01-15T09:30:05.000000Z",
+                 releases=[{"attempt": 1, "at": "2026-01-15T09:30:05.000000Z",
+                            "worker_id": "worker-a:4242", "delay_ms": 0}])
 _LEASE = {"lease_id": "1042.1", "locked_until": "2026-01-15T09:30:30.000000Z", "job": _RUNNING}
 _SETTINGS = {"max_depth": 10000, "paused": False, "lease_ms": 30000, "max_attempts": 5,
              "backoff_base_ms": 1000, "backoff_max_ms": 3600000, "max_lease_expiries": 3,
@@ -100,11 +103,15 @@ REQUESTS: dict[str, Any] = {
     "heartbeat": {"extend_ms": 30000},
     "ack": {"result": {"message_id": "m-81"}},
     "fail": {"error": "SMTP timeout", "retry": True, "retry_in_ms": 10000},
+    "release": {"delay_ms": 0},
+    "release_many": {"releases": [{"lease_id": "1042.1"}, {"lease_id": "1043.2", "delay_ms": 5000}]},
     "patch_queue": {"max_depth": 10000, "paused": False, "max_attempts": 5},
     "replay_dead": {"queue": "emails", "type": "email.welcome", "limit": 100},
     "create_token": {"role": "worker", "queues": "billing.*", "name": "billing workers"},
     "publish_topic": {"type": "order.placed", "payload": {"order_id": 7},
                       "idempotency_key": "order-7"},
+    "beat_worker": {"host": "worker-a", "pid": 4242, "concurrency": 8, "queues": ["emails"],
+                    "in_flight": 3, "started_at": "2026-01-15T08:00:00.000000Z", "state": "running"},
 }
 
 # operationId -> {status: answer example}
@@ -124,6 +131,9 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "heartbeat": {"200": {"locked_until": "2026-01-15T09:31:00.000000Z"}},
     "ack": {"200": _COMPLETED},
     "fail": {"200": _FAILED},
+    "release": {"200": _RELEASED},
+    "release_many": {"200": {"results": [{"lease_id": "1042.1", "ok": True},
+                                         {"lease_id": "1043.2", "ok": False, "code": "lease_lost"}]}},
     "list_queues": {"200": {"queues": [_QUEUE], "next_cursor": "cTplbWFpbA"}},
     "get_queue": {"200": _QUEUE},
     "patch_queue": {"200": _QUEUE},
@@ -131,7 +141,16 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "purge_dead": {"200": {"purged": 2}},
     "list_workers": {"200": {"window_s": 300, "workers": [
         {"worker_id": "worker-a:4242", "running": 3, "queues": ["emails"],
-         "last_seen_at": "2026-01-15T09:30:00.000000Z"}]}},
+         "last_seen_at": "2026-01-15T09:30:00.000000Z", "host": "worker-a", "pid": 4242,
+         "concurrency": 8, "in_flight": 3, "started_at": "2026-01-15T08:00:00.000000Z",
+         "state": "running"},
+        {"worker_id": "cron-box:77", "running": 0, "queues": ["reports"],
+         "last_seen_at": "2026-01-15T09:29:41.000000Z", "host": None, "pid": None,
+         "concurrency": None, "in_flight": None, "started_at": None, "state": None}]}},
+    "beat_worker": {"200": {"worker_id": "worker-a:4242", "host": "worker-a", "pid": 4242,
+                            "concurrency": 8, "queues": ["emails"], "in_flight": 3,
+                            "started_at": "2026-01-15T08:00:00.000000Z", "state": "running",
+                            "last_seen_at": "2026-01-15T09:30:00.000000Z"}},
     "get_throughput": {"200": {"minutes": 3, "queues": [
         {"name": "emails", "completed": [118, 131, 42], "dead": [0, 1, 0]}]}},
     "get_metrics": {"200": '# HELP jobq_waiting_jobs Jobs waiting (pending + failed), by queue and type\n'

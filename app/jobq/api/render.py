@@ -52,4 +52,5 @@ def job(j: Job) -> dict[str, Any]:
         "last_error": j.last_error,
         "errors": j.errors,
         "result": j.result,
+        "releases": j.releases,
     }

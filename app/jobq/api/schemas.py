@@ -25,8 +25,10 @@ from jobq.domain import jobs as d
 from jobq.domain.queues import DAY_MS
 from jobq.domain.queues import QUEUE_DEFAULTS as DEFAULTS
 from jobq.domain.schedules import parse_cron, parse_timezone
+from jobq.domain.workers import Beat, WorkerState
 
 MAX_INT32 = 2**31 - 1
+MAX_UINT32 = 2**32 - 1
 TEN_YEARS_MS = 10 * 365 * 24 * 3600 * 1000
 
 # One rule for every name a client gives: queues, schedules and topics.
@@ -34,6 +36,8 @@ _NAME = StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 _NAME_TEXT = "1 to 128 of letters, digits and _ . : - (starting with a letter or digit)"
 QueueName = Annotated[str, _NAME, Field(description=_NAME_TEXT, examples=["default"])]
 Text255 = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00]*$")]
+SearchText = Annotated[str, StringConstraints(min_length=1, max_length=d.MAX_SEARCH_LENGTH,
+                                              pattern=r"^[^\x00]*$")]
 
 
 def _not_reserved(key: str) -> str:
@@ -168,6 +172,13 @@ class JobError(BaseModel):
     kind: Literal["failed", "lease_expired"]
 
 
+class JobRelease(BaseModel):
+    attempt: int = Field(description="the number the released claim had")
+    at: datetime
+    worker_id: str | None = Field(description="the worker that held the released claim")
+    delay_ms: int = Field(description="the release's `delay_ms`")
+
+
 class JobPublic(BaseModel):
     id: str
     queue: str
@@ -188,6 +199,12 @@ class JobPublic(BaseModel):
                     "`errors` keeps the history)")
     errors: list[JobError]
     result: Any = None
+    releases: list[JobRelease] = Field(
+        description="An extension of the contract: the claims given back by `POST "
+                    "/v1/leases/{lease_id}/release`, oldest first, the 20 most recent (`[]` for "
+                    "a job never released). A released claim is taken off `attempt` (so "
+                    "`attempt` counts the claims that were not released) and is neither an "
+                    "error nor a lease expiry")
 
 
 class JobBatchPublic(BaseModel):
@@ -224,6 +241,23 @@ class LeaseList(BaseModel):
     leases: list[LeasePublic]
 
 
+class Health(BaseModel):
+    """`GET /healthz`: the process is up (it reads nothing else)."""
+
+    status: Literal["ok"]
+
+
+class Ready(BaseModel):
+    """`GET /readyz`: the database answers and its schema is the one this code needs."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    status: Literal["ready"]
+    # "schema" on the wire; another name in Python, where BaseModel has a ``schema`` method.
+    schema_revision: str = Field(alias="schema", description="the database's migration "
+                                 "revision (alembic's), the one this code needs")
+
+
 class HeartbeatBody(Strict):
     extend_ms: LeaseMs | None = None
 
@@ -256,6 +290,24 @@ class AckResult(BaseModel):
 
 class AckManyPublic(BaseModel):
     results: list[AckResult]
+
+
+ReleaseDelayMs = Annotated[int, Field(
+    ge=0, le=TEN_YEARS_MS, description="when the job becomes claimable again, in ms from now "
+    "(0: at once); at most 10 years, as an enqueue's `delay_ms`")]
+
+
+class ReleaseBody(Strict):
+    delay_ms: ReleaseDelayMs = 0
+
+
+class ReleaseItem(Strict):
+    lease_id: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    delay_ms: ReleaseDelayMs = 0
+
+
+class ReleaseManyBody(Strict):
+    releases: Annotated[list[ReleaseItem], Field(min_length=1, max_length=d.MAX_BATCH)]
 
 
 class FailBody(Strict):
@@ -550,16 +602,65 @@ class PublishPublic(BaseModel):
     jobs: list[JobPublic] = Field(description="one per subscribed queue, by queue name")
 
 class WorkerSeen(BaseModel):
-    worker_id: str = Field(description="as the worker sent it when claiming")
+    worker_id: str = Field(description="as the worker sent it when claiming, or beating")
     running: int = Field(description="jobs it holds leases on now")
-    queues: list[str] = Field(description="queues of the jobs it runs or finished in the window")
-    last_seen_at: datetime = Field(description="its latest claim of a job still running, or "
-                                               "its latest finished job")
+    queues: list[str] = Field(description="queues it said it serves, and those of the jobs it "
+                                          "runs or finished in the window")
+    last_seen_at: datetime = Field(description="its latest beat, its latest claim of a job still "
+                                               "running, or its latest finished job: the latest")
+    host: str | None = Field(description="what it said in its beats; null for a worker known "
+                                         "only from its jobs (as the fields below)")
+    pid: int | None
+    concurrency: int | None = Field(description="how many jobs it runs at once")
+    in_flight: int | None = Field(description="jobs it held at its last beat, running or "
+                                              "prefetched")
+    started_at: datetime | None
+    state: WorkerState | None
 
 
 class WorkerList(BaseModel):
     window_s: int
     workers: list[WorkerSeen]
+
+
+# The states as JSON text: an enum of strict mode would take only WorkerState instances.
+WorkerStateText = Literal["running", "stopping", "stopped"]
+
+
+class WorkerBeatBody(Strict):
+    """What a worker process says of itself; every field optional, and one left out keeps
+    what the worker said in an earlier beat."""
+
+    host: Text255 | None = None
+    pid: Annotated[int, Field(ge=0, le=MAX_UINT32)] | None = None
+    concurrency: Annotated[int, Field(ge=1, le=MAX_INT32, description="jobs it runs at once")] | None = None
+    queues: Annotated[list[QueueName], Field(max_length=100)] | None = Field(
+        default=None, description="the queues it claims from")
+    in_flight: Annotated[int, Field(ge=0, le=MAX_INT32, description="jobs it holds now, running "
+                                                                     "or prefetched")] | None = None
+    started_at: Timestamp | None = None
+    state: WorkerStateText | None = Field(default=None, description="`stopping` once told to stop, "
+                                                                     "`stopped` at exit")
+
+    def to_domain(self, worker_id: str) -> Beat:
+        return Beat(worker_id=worker_id, host=self.host, pid=self.pid, concurrency=self.concurrency,
+                    queues=None if self.queues is None else list(dict.fromkeys(self.queues)),
+                    in_flight=self.in_flight, started_at=self.started_at,
+                    state=None if self.state is None else WorkerState(self.state))
+
+
+class WorkerBeatPublic(BaseModel):
+    """The worker's record as its beats left it: what `GET /v1/workers` adds the jobs to."""
+
+    worker_id: str
+    host: str | None
+    pid: int | None
+    concurrency: int | None
+    queues: list[str] = Field(description="as it said, by name; [] if it never said")
+    in_flight: int | None
+    started_at: datetime | None
+    state: WorkerState | None
+    last_seen_at: datetime = Field(description="now: this beat")
 
 
 class QueueThroughput(BaseModel):

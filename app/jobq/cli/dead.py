@@ -10,7 +10,7 @@ import typer
 
 from jobq.cli.help_format import CommandGroup
 from jobq.cli.jobs import Cursor, Every, Limit, list_jobs, print_jobs
-from jobq.cli.output import AsJson, console, fail, print_json
+from jobq.cli.output import AsJson, Wide, console, fail, print_json
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_options
 
 app = CommandGroup(help="The dead-letter queue: list (the default), replay, purge.", invoke_without_command=True)
@@ -22,22 +22,24 @@ Type = Annotated[str | None, typer.Option()]
 @app.callback()
 def dead_default(ctx: typer.Context, queue: Queue = None, type: Type = None,  # noqa: A002
                  limit: Limit = 100, every: Every = False, cursor: Cursor = None,
-                 url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
+                 url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False,
+                 wide: Wide = False) -> None:
     """The dead-letter queue; alone, lists dead jobs (the same as `jobq dead list`)."""
     refuse_group_options(ctx)
     if ctx.invoked_subcommand is None:
-        dead_list(ctx, queue, type, limit, every, cursor, url, token, as_json)
+        dead_list(ctx, queue, type, limit, every, cursor, url, token, as_json, wide)
 
 
 @app.command("list")
 def dead_list(ctx: typer.Context, queue: Queue = None, type: Type = None,  # noqa: A002
               limit: Limit = 100, every: Every = False, cursor: Cursor = None,
-              url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
+              url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False,
+              wide: Wide = False) -> None:
     """List dead jobs, newest first."""
     with connect(ctx) as c:
         found, more = list_jobs(c, queue=queue, status="dead", type_=type, limit=limit,
                                 every=every, cursor=cursor)
-    print_jobs(found, more, as_json)
+    print_jobs(found, more, as_json, wide)
 
 
 @app.command("replay")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, console, fail, print_json
+from jobq.cli.output import AsJson, Wide, console, fail, print_json, print_table, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, check_job_id, connect, json_object
 from jobq.cli.views import job_details, jobs_table
 from jobq.client import Client, Job, JobStatus
@@ -26,7 +26,8 @@ def show_job(job: Any, as_json: bool) -> None:
     if as_json:
         print_json(job)
     else:
-        console.print(jobs_table([job], console.width))
+        width = table_width(wide=False)
+        print_table(jobs_table([job], width), width)
 
 
 def list_jobs(c: Client, *, queue: str | None, status: str | None, type_: str | None,
@@ -43,11 +44,12 @@ def list_jobs(c: Client, *, queue: str | None, status: str | None, type_: str | 
             return found, cursor
 
 
-def print_jobs(found: list[Job], cursor: str | None, as_json: bool) -> None:
+def print_jobs(found: list[Job], cursor: str | None, as_json: bool, wide: bool = False) -> None:
     if as_json:
         print_json({"jobs": found, "next_cursor": cursor})
         return
-    console.print(jobs_table(found, console.width))
+    width = table_width(wide)
+    print_table(jobs_table(found, width), width)
     if cursor is not None:
         # On stderr: the table on stdout stays only the table.
         typer.echo(f"({len(found)} shown; more with --limit, --all or --cursor {cursor})", err=True)
@@ -100,6 +102,7 @@ def jobs(
     url: Url = DEFAULT_URL,
     token: Token = None,
     as_json: AsJson = False,
+    wide: Wide = False,
 ) -> None:
     """List jobs, newest first: id, queue, type, status, attempt and age."""
     if status is not None and status not in set(JobStatus):
@@ -107,7 +110,7 @@ def jobs(
     with connect(ctx) as c:
         found, more = list_jobs(c, queue=queue, status=status, type_=type, limit=limit,
                                 every=every, cursor=cursor)
-    print_jobs(found, more, as_json)
+    print_jobs(found, more, as_json, wide)
 
 
 @app.command()

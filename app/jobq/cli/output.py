@@ -12,8 +12,11 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
+Wide = Annotated[bool, typer.Option(
+    "--wide", help="print every value whole, however wide (always so when stdout is not a terminal)")]
 
 console = Console()
 
@@ -33,6 +36,29 @@ def plain(value: Any) -> Any:
     if isinstance(value, Enum):
         return value.value
     return value
+
+
+def table_width(wide: bool) -> int | None:
+    """The width a listing is fitted to: the terminal's, or None (every value whole) with
+    ``--wide`` or when stdout is not a terminal. A pipe or a file has no width to fit, and a
+    cut there loses what tells rows apart (`jobq queues | cat` showed two rows
+    `tenant-a.slo…`) from the very programs, grep or a diff, that read it."""
+    return None if wide or not console.is_terminal else console.width
+
+
+def print_table(table: Table, width: int | None) -> None:
+    """Print a listing built for ``width`` (``table_width``): when None, on a console as wide
+    as the table, which rich would otherwise squeeze into the 80 columns it assumes for a
+    pipe."""
+    if width is not None:
+        console.print(table)
+        return
+    whole = console.measure(table, options=console.options.update_width(UNBOUNDED)).maximum
+    Console(width=max(whole, console.width)).print(table)
+
+
+# Wide enough for any table a listing makes (a measure needs some bound).
+UNBOUNDED = 1_000_000
 
 
 def print_json(value: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, console, fail, print_json
+from jobq.cli.output import AsJson, Wide, console, fail, print_json, print_table, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_options
 from jobq.cli.views import queue_details, queues_table
 from jobq.client import Client, Queue, QueueNotEmpty
@@ -45,6 +45,7 @@ def queues_list(
     url: Url = DEFAULT_URL,
     token: Token = None,
     as_json: AsJson = False,
+    wide: Wide = False,
 ) -> None:
     """List queues, by name, with their counts and lag."""
     refuse_group_options(ctx)
@@ -55,7 +56,8 @@ def queues_list(
     if as_json:
         print_json({"queues": found, "next_cursor": more})
         return
-    console.print(queues_table(found, console.width))
+    width = table_width(wide)
+    print_table(queues_table(found, width), width)
     if more is not None:
         # On stderr: the table on stdout stays only the table.
         typer.echo(f"({len(found)} shown; more with --limit or --cursor {more})", err=True)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, console, print_json
+from jobq.cli.output import AsJson, Wide, console, print_json, print_table, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, json_object, refuse_group_options
 from jobq.cli.views import schedule_details, schedules_table
+from jobq.client import NotFound, Schedule
 
 app = CommandGroup(help="Recurring jobs: cron schedules (admin only).", invoke_without_command=True)
 
@@ -22,20 +24,24 @@ def show_schedule(s: Any, as_json: bool) -> None:
 
 @app.callback()
 def schedules_default(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
-                      as_json: AsJson = False) -> None:
+                      as_json: AsJson = False, wide: Wide = False) -> None:
     """List schedules (the same as `jobq schedules list`)."""
     refuse_group_options(ctx)
     if ctx.invoked_subcommand is None:
-        schedules_list(ctx, url, token, as_json)
+        schedules_list(ctx, url, token, as_json, wide)
 
 
 @app.command("list")
 def schedules_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
-                   as_json: AsJson = False) -> None:
+                   as_json: AsJson = False, wide: Wide = False) -> None:
     """List every schedule with its next and last fire."""
     with connect(ctx) as c:
         found = c.list_schedules()
-    print_json({"schedules": found}) if as_json else console.print(schedules_table(found, console.width))
+    if as_json:
+        print_json({"schedules": found})
+        return
+    width = table_width(wide)
+    print_table(schedules_table(found, width), width)
 
 
 @app.command("get")
@@ -63,13 +69,39 @@ def schedules_set(
     token: Token = None,
     as_json: AsJson = False,
 ) -> None:
-    """Create or replace a schedule (PUT: what is not given takes its default)."""
+    """Create or replace a schedule (PUT: what is not given takes its default, the payload
+    too); replacing one says, on stderr, what it was."""
     body = json_object(ctx, payload)
     with connect(ctx) as c:
+        # Read first, only to tell the user: a replace is whole, and an option left out (a
+        # --payload, say) silently drops what the old schedule had.
+        try:
+            before: Schedule | None = c.get_schedule(name)
+        except NotFound:
+            before = None
         s = c.put_schedule(name, cron=cron, type=type, payload=body, queue=queue,
                            priority=priority, max_attempts=max_attempts, timezone=timezone,
                            misfire=misfire, enabled=enabled)
+    if before is not None and not as_json:
+        typer.echo(f"jobq: replaced schedule {name} (was: {schedule_summary(before)})", err=True)
     show_schedule(s, as_json)
+
+
+def schedule_summary(s: Schedule) -> str:
+    """A schedule on one line, everything a replace would lose: ``cron "0 2 * * *" in
+    Europe/Berlin, queue reports, type report.nightly, payload {"format": "pdf"}``."""
+    parts = [f"cron {json.dumps(s.cron)}" + (f" in {s.timezone}" if s.timezone not in (None, "UTC") else ""),
+             f"queue {s.job.queue or 'default'}", f"type {s.job.type}",
+             f"payload {json.dumps(s.job.payload, ensure_ascii=False)}"]
+    if s.job.priority:  # 0, the default, goes without saying
+        parts.append(f"priority {s.job.priority}")
+    if s.job.max_attempts is not None:
+        parts.append(f"max attempts {s.job.max_attempts}")
+    if s.misfire not in (None, "run_once"):
+        parts.append(f"misfire {s.misfire}")
+    if not s.enabled:
+        parts.append("disabled")
+    return ", ".join(parts)
 
 
 @app.command("enable")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import typer
@@ -54,15 +55,28 @@ def setup_logging(settings: Settings) -> None:
     configure(settings.log_format, settings.log_level)
 
 
-def database(stack: ExitStack, settings: Settings) -> str:
+def database(stack: ExitStack, settings: Settings, *, create: bool = False,
+             refuse: Callable[[str], NoReturn] | None = None) -> str:
     """The libpq URL to use: JOBQ_DATABASE_URL, or an embedded server started for us (and
-    stopped when ``stack`` closes)."""
+    stopped when ``stack`` closes).
+
+    Only ``jobq serve`` passes ``create``: the other commands (tokens, migrate) attach to an
+    embedded database that exists (starting its server if none runs, as serve would) and
+    otherwise ``refuse`` (one line, exit 2 by default) naming JOBQ_DATABASE_URL and the
+    directory looked in. Making a new one there would cost seconds of initdb and leave a
+    token or a schema in a database no service uses, without a word."""
     if settings.database_url:
         return settings.libpq_url
     from jobq.embedded import EmbeddedPostgres, EmbeddedUnavailable
 
+    pgdata = settings.data_dir / "pgdata"
+    if not create and not has_embedded_database(pgdata):
+        (refuse or _refuse)(
+            f"no database: JOBQ_DATABASE_URL is not set and there is no embedded database in "
+            f"{pgdata.resolve()} (JOBQ_DATA_DIR={settings.data_dir}); run this where `jobq serve` "
+            "runs (it creates the embedded one), or set JOBQ_DATABASE_URL")
     try:
-        server = EmbeddedPostgres(settings.data_dir / "pgdata")
+        server = EmbeddedPostgres(pgdata)
         server.start()
     except EmbeddedUnavailable as exc:
         typer.echo(f"jobq: {exc}", err=True)
@@ -73,6 +87,17 @@ def database(stack: ExitStack, settings: Settings) -> str:
     typer.echo(f"jobq: embedded PostgreSQL under {settings.data_dir}/ at {server.url} "
                "(set JOBQ_DATABASE_URL to use your own)", err=True)
     return server.url
+
+
+def has_embedded_database(pgdata: Path) -> bool:
+    """Whether initdb has made a cluster in ``pgdata`` (PG_VERSION is among the files it
+    writes; an empty or half-made directory does not count)."""
+    return (pgdata / "PG_VERSION").is_file()
+
+
+def _refuse(message: str) -> NoReturn:
+    typer.echo(f"jobq: {message}", err=True)
+    raise typer.Exit(2)
 
 
 # Waiting for a free connection slot at start: the first retry after half a second, then
@@ -118,11 +143,6 @@ def migrate_database(url: str) -> None:
     from jobq.store.migrate import migrate
 
     reach(url, lambda: migrate(url))
-
-
-def _refuse(message: str) -> NoReturn:
-    typer.echo(f"jobq: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def pooling_of(settings: Settings, url: str, direct_url: str,

@@ -111,7 +111,7 @@ def serve(
         raise typer.Exit(1)
 
     with ExitStack() as stack:
-        url = database(stack, settings)
+        url = database(stack, settings, create=True)  # only serve makes the embedded one
         direct_url = settings.direct_url(url)
         # Before any statement runs through a pooler: what it is, and whether what needs a
         # session has one (or one line and exit 2).

@@ -2,7 +2,9 @@
 
 Like ``jobq migrate`` these work on the database ``JOBQ_DATABASE_URL`` names (or the
 embedded one under ``JOBQ_DATA_DIR``, shared with a ``jobq serve`` already running on it),
-so the first token needs no running service and no other token. Each applies pending
+so the first token needs no running service and no other token. They never create the
+embedded database: without one there, and without ``JOBQ_DATABASE_URL``, they exit 2 with
+one line saying where they looked (only ``jobq serve`` makes it). Each applies pending
 migrations first: the tokens table may be newer than the database. A running service sees
 a new or revoked token within a second (``jobq.core.tokens.REFRESH_S``).
 
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from jobq.cli.help_format import CommandGroup, print_help_and_exit
-from jobq.cli.output import AsJson, console, fail, print_json
+from jobq.cli.output import AsJson, Wide, fail, print_json, print_table, table_width
 from jobq.cli.server_setup import database, load_settings, need_server, pooling_of
 from jobq.cli.views import tokens_table
 
@@ -71,7 +73,8 @@ def _on_database(action: Callable[[Database], Awaitable[T]], as_json: bool) -> T
     # matters (warnings still reach stderr through logging's last resort).
     settings = load_settings()
     with ExitStack() as stack:
-        pooled_url = database(stack, settings)
+        pooled_url = database(stack, settings,
+                              refuse=lambda message: fail(message, 2, as_json=as_json))
         url = settings.direct_url(pooled_url)
         # Migrations take a session's lock: never through a transaction pooler (one line, in
         # this command's style, naming JOBQ_DIRECT_DATABASE_URL), and this one connection
@@ -139,7 +142,7 @@ def create(
 
 
 @app.command("list")
-def list_(as_json: AsJson = False) -> None:
+def list_(as_json: AsJson = False, wide: Wide = False) -> None:
     """List every token ever created, newest first, revoked ones included (never a secret)."""
     need_server("tokens list")
     from jobq.core import tokens as core
@@ -148,7 +151,8 @@ def list_(as_json: AsJson = False) -> None:
     if as_json:
         print_json({"tokens": [_public(i) for i in found]})
         return
-    console.print(tokens_table(found, console.width))
+    width = table_width(wide)
+    print_table(tokens_table(found, width), width)
 
 
 @app.command("revoke")

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, console, print_json
+from jobq.cli.output import AsJson, Wide, console, print_json, print_table, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, json_object, refuse_group_options
 from jobq.cli.views import jobs_table, topics_table
 
@@ -22,19 +22,24 @@ Queue = Annotated[str, typer.Argument(help="the subscribed queue")]
 
 @app.callback()
 def topics_default(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None,
-                   as_json: AsJson = False) -> None:
+                   as_json: AsJson = False, wide: Wide = False) -> None:
     """List topics (the same as `jobq topics list`)."""
     refuse_group_options(ctx)
     if ctx.invoked_subcommand is None:
-        topics_list(ctx, url, token, as_json)
+        topics_list(ctx, url, token, as_json, wide)
 
 
 @app.command("list")
-def topics_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
+def topics_list(ctx: typer.Context, url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False,
+                wide: Wide = False) -> None:
     """List every topic with its subscribed queues (admin)."""
     with connect(ctx) as c:
         found = c.list_topics()
-    print_json({"topics": found}) if as_json else console.print(topics_table(found, console.width))
+    if as_json:
+        print_json({"topics": found})
+        return
+    width = table_width(wide)
+    print_table(topics_table(found, width), width)
 
 
 @app.command("subscribe")
@@ -100,6 +105,7 @@ def topics_publish(
     if as_json:
         print_json({"topic": topic, "jobs": jobs})
     elif jobs:
-        console.print(jobs_table(jobs, console.width))
+        width = table_width(wide=False)
+        print_table(jobs_table(jobs, width), width)
     else:
         console.print(f"{topic} has no subscriptions: nothing enqueued", highlight=False)

@@ -1,5 +1,6 @@
-"""How the terminal commands show jobs, queues and schedules to people: tables that fit 80
-columns, ages and times humanised. Scripts use ``--json`` instead (``jobq.cli.output``).
+"""How the terminal commands show jobs, queues and schedules to people: tables that fit the
+terminal (values whole, however wide, when stdout is not one, or with ``--wide``), ages and
+times humanised. Scripts use ``--json`` instead (``jobq.cli.output``).
 
 Every value a user or the service chose (a type, a payload, an error) goes in as ``Text``,
 never as a markup string: ``[bold]`` in an error message is shown, not interpreted.
@@ -68,7 +69,7 @@ def _status(value: Any) -> str:
 def fitted_table(
     headers: list[str],
     rows: list[list[str]],
-    width: int,
+    width: int | None,
     shrink: dict[str, int],
     right: frozenset[str] = frozenset(),
     ruled: bool = True,
@@ -76,11 +77,12 @@ def fitted_table(
     """A table of one line per row, no wider than ``width`` when it can be: only the
     columns in ``shrink`` (free text: names, types) are shortened, widest first and never
     below their floor, with an ellipsis where a value is cut. Every other column keeps its
-    values whole, so an id or a status is never cut in a misleading way. ``ruled``: a rule
+    values whole, so an id or a status is never cut in a misleading way. ``width`` None:
+    nothing is shortened (``jobq.cli.output.table_width``: a pipe, a file, ``--wide``). ``ruled``: a rule
     under the header, at one more space between columns (padding, rule, padding)."""
     gap = 3 if ruled else 2
     widths = {h: max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)}
-    excess = sum(widths.values()) + gap * (len(headers) - 1) - width
+    excess = 0 if width is None else sum(widths.values()) + gap * (len(headers) - 1) - width
     while excess > 0:
         room = {h: widths[h] - floor for h, floor in shrink.items() if widths[h] > floor}
         if not room:
@@ -98,7 +100,7 @@ def fitted_table(
     return table
 
 
-def jobs_table(jobs: list[Job], width: int = 80, now: datetime | None = None) -> Table:
+def jobs_table(jobs: list[Job], width: int | None = 80, now: datetime | None = None) -> Table:
     """id, queue, type, status, attempt, age: within ``width`` columns. Only queue and type,
     free text of any length, are shortened (with an ellipsis); the id, status and attempt
     are never cut, and the age is at most 4 characters."""
@@ -212,7 +214,7 @@ def queue_details(q: Queue) -> RenderableType:
     return _fields(rows)
 
 
-def queues_table(found: list[Queue], width: int = 80) -> Table:
+def queues_table(found: list[Queue], width: int | None = 80) -> Table:
     """Each queue's counts, how long its oldest ready job has waited, and whether it is
     paused: within ``width`` columns (only the queue's name is shortened)."""
     rows = []
@@ -238,7 +240,7 @@ def queues_table(found: list[Queue], width: int = 80) -> Table:
     )
 
 
-def schedules_table(found: list[Schedule], width: int = 80, now: datetime | None = None) -> Table:
+def schedules_table(found: list[Schedule], width: int | None = 80, now: datetime | None = None) -> Table:
     """name, cron, job (queue:type), on, next, last: within ``width`` columns; only the
     free-text columns (name, cron, job) are shortened, with an ellipsis; the times are
     relative (``in 5m``, ``3h ago``). ``jobq schedules get`` shows everything."""
@@ -283,7 +285,7 @@ def schedule_details(s: Schedule, now: datetime | None = None) -> RenderableType
     return _fields(rows)
 
 
-def topics_table(topics: list[Topic], width: int = 80) -> Table:
+def topics_table(topics: list[Topic], width: int | None = 80) -> Table:
     """topic, queue, type override, subscribed (age): within ``width`` columns, like the
     other listings; only the free-text names are shortened."""
     rows = [[t.name, s.queue, s.type or "", age(s.created_at)] for t in topics for s in t.subscriptions]
@@ -301,7 +303,7 @@ def short_time(value: datetime | None) -> str:
     return "" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
 
 
-def tokens_table(found: list[TokenInfo], width: int = 80) -> Table:
+def tokens_table(found: list[TokenInfo], width: int | None = 80) -> Table:
     """id, name, role, queues, created, revoked: the plain 80-column table of the other
     listings. Ids and times are copied and read whole: only the free-text name and queue
     pattern are shortened (with an ellipsis); ``--json`` has them whole."""

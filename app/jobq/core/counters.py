@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +60,14 @@ def schedule_fired(schedule: str, lag_s: float) -> None:
 def schedule_missed(schedule: str, n: int) -> None:
     if n > 0:
         SCHEDULE_MISFIRES.labels(schedule).inc(n)
+
+
+# Every event a job's change is counted under (core.events' callers emit no other; a test
+# holds them to this list). A queue's series of each start at 0 when this process first sees
+# the queue: Prometheus' increase() and rate() count from a series' first sample, so one born
+# at its first increment, or at 200 after a burst, reads as no increase at all.
+EVENTS = ("enqueued", "claimed", "completed", "failed", "dead", "lease_expired", "released",
+          "cancelled", "retried", "replayed", "purged", "deleted")
 
 
 def observe(event: str, changes: Sequence[JobChange]) -> None:
@@ -117,6 +125,24 @@ class _QueueLabels:
 _label = _QueueLabels(2**31 - 1, None)
 _JOB_COUNTERS: dict[tuple[str, str], Any] = {}
 _TIMERS: dict[tuple[Histogram, str], Any] = {}
+_STARTED: set[str] = set()  # queues whose series exist in this process (start_queues)
+
+
+def start_queues(queues: Iterable[str]) -> None:
+    """Make every series by queue of these queues exist, at 0 where nothing was counted yet:
+    each event's ``jobq_jobs_total``, ``jobq_enqueue_rejected_total`` and both histograms.
+    Called for a queue's first count in this process, and by /metrics for every queue it
+    shows (so a queue made by a settings call, or first used on another replica, has its
+    zeros scraped before its first job here)."""
+    for queue in queues:
+        if queue in _STARTED:
+            continue
+        _STARTED.add(queue)
+        for event in EVENTS:
+            _job_counter(queue, event)
+        for histogram in (RUN_SECONDS, PICKUP_SECONDS):
+            _timer(histogram, queue)
+        REJECTED.labels(_label(queue))
 
 
 def bound_queues(limit: int, pattern: str | None) -> None:
@@ -126,12 +152,14 @@ def bound_queues(limit: int, pattern: str | None) -> None:
     _label = _QueueLabels(limit, pattern)
     _JOB_COUNTERS.clear()
     _TIMERS.clear()
+    _STARTED.clear()
 
 
 def _job_counter(queue: str, event: str) -> Any:
     child = _JOB_COUNTERS.get((queue, event))
     if child is None:
         child = _JOB_COUNTERS[(queue, event)] = JOBS.labels(_label(queue), event)
+        start_queues((queue,))  # the queue's first count here: its other series, at 0
     return child
 
 
@@ -159,6 +187,7 @@ _TIMED: dict[str, tuple[Histogram, Times]] = {
 
 
 def rejected(queue: str) -> None:
+    start_queues((queue,))
     REJECTED.labels(_label(queue)).inc()
 
 

@@ -1,6 +1,7 @@
 """Background duties that exactly one replica does at a time: retention, which is the upkeep
 of the finished jobs' history (jobq.store.history): partitions past their range dropped whole,
-the jobs no partition drop takes deleted one by one, partitions made ahead.
+the jobs no partition drop takes deleted one by one, partitions made ahead; and, with it, the
+rows of worker processes that stopped beating an hour ago.
 
 Lease expiry is not among them: every replica reaps (see reaper.py), since the reap
 statement shares work safely and the contract wants expiry within 1 s even while a new
@@ -14,7 +15,7 @@ import asyncio
 import logging
 import time
 
-from jobq.core import maintenance
+from jobq.core import activity, maintenance
 from jobq.core.context import Context
 from jobq.store import history
 from jobq.store.leader import Leadership
@@ -64,6 +65,8 @@ async def lead(ctx: Context, leadership: Leadership) -> None:
                 deleted = await delete_expired(ctx)
                 if deleted:
                     log.info("retention deleted %d finished jobs", deleted)
+                # Workers silent for an hour: no listing window reaches them any more.
+                await activity.forget_workers(ctx)
                 last_retention = time.monotonic()
             await asyncio.sleep(LEAD_EVERY_S)
     finally:

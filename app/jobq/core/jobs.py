@@ -6,7 +6,7 @@ import base64
 
 from jobq.core.context import Context
 from jobq.domain.errors import InvalidInput, InvalidState, NotFound
-from jobq.domain.jobs import Job
+from jobq.domain.jobs import SEARCH_SCAN, Job, JobStatus
 from jobq.domain.leases import parse_job_id
 from jobq.store import listing, records
 from jobq.store.queries import Q
@@ -51,6 +51,23 @@ async def retry(ctx: Context, job_id: str, scope: str | None = None) -> Job:
     return job
 
 
+async def delete(ctx: Context, job_id: str, scope: str | None = None) -> None:
+    """Delete a job that is not running, waiting or finished, for good (its idempotency key
+    is free again). NotFound for no such job; InvalidState for a running one (cancel it
+    first: its worker holds a lease)."""
+    for _ in range(2):
+        row = await ctx.db.fetch_one(Q.JobDelete, {"job_id": _id(job_id), "scope": scope})
+        if row is not None:
+            ctx.events.emit("deleted", [records.change(row)])
+            return
+        current = await get(ctx, job_id, scope)  # raises NotFound
+        if current.status is JobStatus.RUNNING:
+            raise InvalidState(f"job {job_id} is running: cancel it before deleting it")
+        # Not running, yet not deleted: a retry moved it between the two tables while the
+        # statement ran (its snapshot saw it in neither). Once more finds it where it is now.
+    raise InvalidState(f"job {job_id} is {current.status}: it changed while being deleted; try again")
+
+
 async def list_jobs(
     ctx: Context,
     *,
@@ -60,16 +77,25 @@ async def list_jobs(
     limit: int,
     cursor: str | None,
     scope: str | None = None,
+    search: str | None = None,
 ) -> tuple[list[Job], str | None]:
-    """A page of jobs, newest first, and the cursor of the next page (None on the last)."""
+    """A page of jobs, newest first, and the cursor of the next page (None on the last).
+
+    With ``search``, the page holds the matches among the next SEARCH_SCAN jobs the other
+    filters select (listing.jobs_page), so it may be short, or empty, and still have a next
+    page: the cursor then points past the last job examined."""
     before = decode_cursor(cursor) if cursor else None
     sql, params = listing.jobs_page(queue=queue, status=status, type_=type_, before_id=before,
-                                    limit=limit, scope=scope)
-    jobs = [records.job(r) for r in await ctx.db.fetch(sql, params)]
-    if len(jobs) <= limit:
-        return jobs, None
-    jobs = jobs[:limit]
-    return jobs, encode_cursor(jobs[-1].id)
+                                    limit=limit, scope=scope, search=search)
+    rows = await ctx.db.fetch(sql, params)
+    jobs = [records.job(r) for r in rows if r["id"] is not None]
+    if len(jobs) > limit:
+        jobs = jobs[:limit]
+        return jobs, encode_cursor(jobs[-1].id)
+    if search is not None and rows and rows[0]["scan_n"] >= SEARCH_SCAN:
+        # Every job the scan examined was looked at; older ones may match.
+        return jobs, encode_cursor(rows[0]["scan_low"])
+    return jobs, None
 
 
 def encode_cursor(last_id: int) -> str:

@@ -1,4 +1,4 @@
-"""Workers: claim (with long-poll), heartbeat, ack, batch ack, fail.
+"""Workers: claim (with long-poll), heartbeat, ack, batch ack, fail, release (one or many).
 
 Every write that a lease guards is conditional on the lease's token and the job still
 running, in the statement itself: a stale lease changes nothing, and we only then look up
@@ -250,6 +250,17 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]],
                  await ctx.db.fetch(Q.LeaseAckMany, {"acks": dumps_json(body), "scope": scope})]
         won = {(a.job_id, a.lease_token) for a in acked}
         ctx.events.emit("completed", [a.change for a in acked])
+    return await _outcomes(ctx, refs, [lease_id for lease_id, _ in acks], won, scope,
+                           completes=True)
+
+
+async def _outcomes(ctx: Context, refs: list[LeaseRef | None], lease_ids: list[str],
+                    won: set[tuple[int, int]], scope: str | None,
+                    completes: bool) -> list[AckOutcome]:
+    """A batch's answer per lease, in request order, once its statement ran: ``won``, the
+    (job, token) pairs it changed. The others are read again to tell a lost lease from one
+    that never existed. ``completes``: the batch completes jobs (an ack), so a lease named
+    again after its first entry won has completed its job."""
     lost_ids = [ref.job_id for ref in refs if ref is not None and (ref.job_id, ref.token) not in won]
     states: dict[int, LeaseState] = {}
     if lost_ids:
@@ -260,10 +271,11 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]],
     deleted = await _deleted(ctx, missing) if missing else set()
     outcomes: list[AckOutcome] = []
     credited: set[tuple[int, int]] = set()
-    for ref, (lease_id, _) in zip(refs, acks, strict=True):
+    for ref, lease_id in zip(refs, lease_ids, strict=True):
         if ref is not None and (ref.job_id, ref.token) in won:
-            if (ref.job_id, ref.token) in credited:  # acked by an earlier entry of this batch
-                outcomes.append(AckOutcome(lease_id, False, "lease_lost", already_completed=True))
+            if (ref.job_id, ref.token) in credited:  # done by an earlier entry of this batch
+                outcomes.append(AckOutcome(lease_id, False, "lease_lost",
+                                           already_completed=completes))
             else:
                 credited.add((ref.job_id, ref.token))
                 outcomes.append(AckOutcome(lease_id, True))
@@ -306,3 +318,45 @@ async def fail(ctx: Context, lease_id: str, failure: Failure, scope: str | None 
         # Waiters re-read when the next job becomes visible; this one may be the next.
         ctx.wakeups.jobs_added([(job.queue, job.visible_at)])
     return job
+
+
+async def release(ctx: Context, lease_id: str, delay_ms: int = 0, scope: str | None = None) -> Job:
+    """Give a held job back, claimable after ``delay_ms``, without spending its attempt: a
+    stop (a deploy, a worker shutting down) is not the job's failure. Fenced as ack and fail:
+    a lease no longer held changes nothing (LeaseLost)."""
+    ref = _ref(lease_id)
+    row = await ctx.db.fetch_one(
+        Q.LeaseRelease,
+        {"job_id": ref.job_id, "token": ref.token, "delay_ms": delay_ms, "scope": scope},
+    )
+    if row is None:
+        raise await _why_not(ctx, ref, lease_id, scope)
+    done = records.lease_released(row)
+    job = done.job
+    ctx.events.emit("released", [done.change])
+    # Claimable now (ring the waiting long-polls) or when its delay is up.
+    ctx.wakeups.jobs_added([(job.queue, job.visible_at)])
+    return job
+
+
+async def release_many(ctx: Context, releases: list[tuple[str, int]],
+                       scope: str | None = None) -> list[AckOutcome]:
+    """``releases``: (lease id, delay_ms) pairs. Answered per lease in request order, as
+    ack_many: a lease named twice is released by its first entry, the repeat is lease_lost."""
+    refs = [parse_lease_id(lease_id) for lease_id, _ in releases]
+    body: list[dict[str, Any]] = []
+    sent: set[tuple[int, int]] = set()
+    for ref, (_, delay_ms) in zip(refs, releases, strict=True):
+        if ref is not None and (ref.job_id, ref.token) not in sent:
+            sent.add((ref.job_id, ref.token))
+            body.append({"job_id": ref.job_id, "token": ref.token, "delay_ms": delay_ms})
+    won: set[tuple[int, int]] = set()
+    if body:
+        released = [records.lease_released(r) for r in await ctx.db.fetch(
+            Q.LeaseReleaseMany, {"releases": dumps_json(body), "scope": scope})]
+        won = {(r.job.id, r.lease_token) for r in released}
+        if released:
+            ctx.events.emit("released", [r.change for r in released])
+            ctx.wakeups.jobs_added([(r.job.queue, r.job.visible_at) for r in released])
+    return await _outcomes(ctx, refs, [lease_id for lease_id, _ in releases], won, scope,
+                           completes=False)

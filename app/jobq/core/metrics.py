@@ -52,6 +52,10 @@ async def _queue_gauges(ctx: Context, bound: QueueBound) -> list[Metric]:
         # A row of queue NULL sums every queue not shown (records.JobCount / QueueLag).
         counts = [records.job_count(r) for r in await db.run(conn, Q.MetricsDepthsShown, {"shown": shown})]
         lag = [records.queue_lag(r) for r in await db.run(conn, Q.MetricsOldestWaitingShown, {"shown": shown})]
+    # The shown queues' counters too, at 0 if this process has counted nothing for them yet:
+    # a queue made by a settings call, or busy on another replica, is scraped at 0 before its
+    # first job here, so increase() counts that job.
+    counters.start_queues(shown)
     waiting = GaugeMetricFamily("jobq_waiting_jobs", "Jobs waiting (pending + failed), by queue "
                                 "and type", labels=["queue", "type"])
     by_status = GaugeMetricFamily("jobq_jobs", "Jobs by queue and status",

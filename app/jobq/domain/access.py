@@ -27,7 +27,7 @@ ADMIN_TOKEN_ALPHABET = re.compile(r"^[\x21-\x7e]+$")
 
 class Role(StrEnum):
     PRODUCER = "producer"  # enqueues, and reads jobs of its queues
-    WORKER = "worker"  # claims, heartbeats, acks and fails
+    WORKER = "worker"  # claims, heartbeats, acks, fails and releases
     ADMIN = "admin"  # everything
 
 

@@ -34,6 +34,14 @@ DEFAULT_QUEUE = "default"
 MAX_LIST_LIMIT = 1000
 DEFAULT_LIST_LIMIT = 100
 
+SEARCH_SCAN = 5000
+"""How many jobs one page of a search (``GET /v1/jobs?search=``) examines at most: the newest
+the other filters select, after the cursor. No index finds a substring of a payload, so a
+search scans, and this caps the cost of a page (a page may then hold fewer matches than its
+limit, even none, with a cursor to go on). 5,000 payloads of a few kilobytes are tens of
+milliseconds of work."""
+MAX_SEARCH_LENGTH = 200
+
 RESERVED_KEY_PREFIXES = ("topic:", "schedule:")
 """Idempotency keys the service gives the jobs it enqueues itself: a topic publish's
 ``topic:{topic}/{key}`` (core/topics.py) and a schedule fire's ``schedule:{name}:{time}``
@@ -64,6 +72,9 @@ class Job:
     errors: list[dict[str, Any]]
     """One entry per failed attempt or lease expiry: attempt, at, error, kind."""
     result: Any
+    releases: list[dict[str, Any]]
+    """The claims given back by a release, oldest first, the 20 most recent: attempt, at,
+    worker_id, delay_ms. A released claim is not an attempt spent, nor an error."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +21,33 @@ _LONG_NUMBER = re.compile(rb"[0-9]{19}")
 
 def orjson_would_round(text: bytes) -> bool:
     return _LONG_NUMBER.search(text) is not None
+
+
+def may_hold_nul(text: bytes) -> bool:
+    """Whether JSON text may hold a NUL character, which PostgreSQL stores in neither text nor
+    jsonb: the escape ``\\u0000`` (the only way UTF-8 JSON can carry one), or a zero byte
+    (UTF-16 or UTF-32 text, which the standard library reads too). A byte scan, for every
+    body; only a body it finds is read again (``nul_paths``)."""
+    return b"\\u0000" in text or b"\x00" in text
+
+
+def nul_paths(value: Any) -> Iterator[tuple[str | int, ...]]:
+    """The path of every string, and every object key, in ``value`` holding a NUL character,
+    in document order: ``("jobs", 3, "payload", "a")``, as pydantic names a field's place.
+    A loop, not recursion: a body may nest as deeply as the parser allows."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                yield path
+        elif isinstance(item, dict):
+            for key in item:
+                if "\x00" in key:
+                    yield (*path, key)
+            stack.extend(((*path, k), v) for k, v in reversed(item.items()))
+        elif isinstance(item, list):
+            stack.extend(((*path, i), v) for i, v in reversed(list(enumerate(item))))
 
 
 def loads(text: bytes) -> Any:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Select, literal_column, select, union_all
+from sqlalchemy import Select, Text, cast, func, literal_column, or_, select, true, union_all
 from sqlalchemy.dialects import postgresql
 
-from jobq.domain.jobs import JobStatus
+from jobq.domain.jobs import SEARCH_SCAN, JobStatus
 from jobq.store.tables import jobs, jobs_history, queues
 
 _DIALECT = postgresql.psycopg.dialect()  # type: ignore[attr-defined]
@@ -60,14 +60,40 @@ def _table_part(table: Any, columns: list[Any], queue: Any, status: str, type_: 
 
 def jobs_page(
     *, queue: str | None, status: str | None, type_: str | None, before_id: int | None, limit: int,
-    scope: str | None = None,
+    scope: str | None = None, search: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Newest first, keyset-paginated on id (``before_id`` is the last id of the previous
     page); ``scope`` keeps the queues a token may read. Fetches one row more than asked, to
-    know whether another page follows."""
-    n = limit + 1
+    know whether another page follows.
+
+    With ``search``, the newest ``SEARCH_SCAN`` jobs the other filters select are examined
+    and those whose payload (as JSON text) or last_error contain it, ignoring case, are
+    returned; each row also carries ``scan_low`` and ``scan_n`` (the lowest id examined and
+    how many were), and a page with no match is one row of those two and NULL job columns."""
     if status is not None and status not in _STATUSES:
         raise ValueError(f"no such status: {status!r}")
+    if search is None:
+        stmt = _newest(queue, status, type_, before_id, scope, limit + 1)
+    else:
+        # A bounded scan, not an index search: no index can find a substring of the payload
+        # cheaply, so the cost of a page is capped by the number of jobs it examines (as
+        # Sidekiq's searches cap their SCAN), and a page may hold fewer matches than asked.
+        scanned = _newest(queue, status, type_, before_id, scope, SEARCH_SCAN).cte("scanned")
+        span = select(func.min(scanned.c.id).label("scan_low"),
+                      func.count().label("scan_n")).select_from(scanned).subquery("span")
+        hits = select(scanned).where(or_(
+            cast(scanned.c.payload, Text).icontains(search, autoescape=True),
+            scanned.c.last_error.icontains(search, autoescape=True),
+        )).order_by(scanned.c.id.desc()).limit(limit + 1).lateral("hits")
+        stmt = select(span.c.scan_low, span.c.scan_n, hits).select_from(
+            span.outerjoin(hits, true())).order_by(hits.c.id.desc())
+    compiled = stmt.compile(dialect=_DIALECT)
+    return str(compiled), dict(compiled.params)
+
+
+def _newest(queue: str | None, status: str | None, type_: str | None, before_id: int | None,
+            scope: str | None, n: int) -> Select[Any]:
+    """The newest ``n`` jobs the filters select, newest first."""
     if queue is None and status is None:
         # Every job, newest first: the primary key of jobs and the id index of each history
         # partition, in order, merged.
@@ -106,5 +132,4 @@ def jobs_page(
                            n).lateral("part")
         stmt = select(part).select_from(names.join(part, literal_column("true"))).order_by(
             part.c.id.desc()).limit(n)
-    compiled = stmt.compile(dialect=_DIALECT)
-    return str(compiled), dict(compiled.params)
+    return stmt

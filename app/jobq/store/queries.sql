@@ -271,7 +271,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING *;
@@ -306,7 +308,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING id, lease_token, queue, type, worker_id, attempt, claimed_at, completed_at;
@@ -371,14 +375,66 @@ moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 ),
 died AS (
     INSERT INTO jobs_history SELECT * FROM moved RETURNING *
 )
-SELECT kept.*, NULL::timestamptz AS expires_at FROM kept
+-- By name, in the columns of jobs: jobs_history's order differs (expires_at sits before the
+-- columns added since 0010).
+SELECT kept.* FROM kept
 UNION ALL
-SELECT * FROM died;
+SELECT d.id, d.queue, d.type, d.payload, d.priority, d.status, d.attempt, d.max_attempts,
+       d.idempotency_key, d.created_at, d.visible_at, d.locked_until, d.worker_id, d.completed_at,
+       d.last_error, d.errors, d.result, d.lease_token, d.lease_ms, d.lease_expiries, d.claimed_at,
+       d.aged_key, d.releases
+  FROM died d;
+-- name: LeaseRelease
+-- Give a held lease's job back without spending its attempt (an expired lease not yet reaped still counts): pending, visible after %(delay_ms)s, attempt taken back, recorded in releases (the 20 most recent); errors, last_error and lease_expiries unchanged.
+-- The entry records the claim released (its attempt number and worker); the SET reads the
+-- row as it was. The lease token stays: with the job no longer running, the lease is dead,
+-- and the next claim draws a new one.
+UPDATE jobs j
+   SET status       = 'pending',
+       visible_at   = now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0),
+       aged_key     = jobq_aged_key(now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0), j.priority,
+                                    (SELECT q.aging_ms FROM queues q WHERE q.name = j.queue)),
+       attempt      = j.attempt - 1,
+       locked_until = NULL,
+       worker_id    = NULL,
+       releases     = jsonb_path_query_array(j.releases || jsonb_build_array(jsonb_build_object(
+                          'attempt', j.attempt,
+                          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                          'worker_id', j.worker_id,
+                          'delay_ms', %(delay_ms)s::bigint)),
+                      '$[last - 19 to last]')
+ WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND (j.status = 'running') IS TRUE
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
+RETURNING j.*;
+-- name: LeaseReleaseMany
+-- LeaseRelease for many held leases in one statement, each with its own delay; returns the jobs released.
+UPDATE jobs j
+   SET status       = 'pending',
+       visible_at   = now() + make_interval(secs => a.delay_ms / 1000.0),
+       aged_key     = jobq_aged_key(now() + make_interval(secs => a.delay_ms / 1000.0), j.priority,
+                                    (SELECT q.aging_ms FROM queues q WHERE q.name = j.queue)),
+       attempt      = j.attempt - 1,
+       locked_until = NULL,
+       worker_id    = NULL,
+       releases     = jsonb_path_query_array(j.releases || jsonb_build_array(jsonb_build_object(
+                          'attempt', j.attempt,
+                          'at', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+                          'worker_id', j.worker_id,
+                          'delay_ms', a.delay_ms)),
+                      '$[last - 19 to last]')
+  FROM jsonb_to_recordset(%(releases)s::jsonb) AS a(job_id bigint, token bigint, delay_ms bigint)
+ WHERE j.id = a.job_id AND j.lease_token = a.token AND (j.status = 'running') IS TRUE
+   AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
+   -- Lets a cached generic plan fetch the jobs by primary key (see LeaseAckMany).
+   AND j.id = ANY (ARRAY(SELECT (e->>'job_id')::bigint FROM jsonb_array_elements(%(releases)s::jsonb) AS e))
+RETURNING j.*;
 -- name: LeaseState
 -- Why a lease operation changed nothing: the job's current token and status, live or finished (NULL row: no such job, or not one of the caller's).
 SELECT lease_token, status FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
@@ -455,7 +511,9 @@ moved AS (
               j.lease_expiries + 1,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.dead_retention_ms FROM queues q WHERE q.name = j.queue), 2592000000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 ),
 died AS (
     INSERT INTO jobs_history SELECT * FROM moved
@@ -493,7 +551,9 @@ WITH moved AS (
               j.lease_expiries,
               j.claimed_at,
               NULL::double precision,
-              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0)
+              now() + make_interval(secs => coalesce((SELECT q.retention_ms FROM queues q WHERE q.name = j.queue), 604800000) / 1000.0),
+              -- After expires_at: added by migration 0012, as the last column of jobs_history.
+              j.releases
 )
 INSERT INTO jobs_history SELECT * FROM moved
 RETURNING *;
@@ -508,10 +568,11 @@ WITH back AS (
 moved AS (
     INSERT INTO jobs (id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key,
                       created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result,
-                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key)
+                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases)
     SELECT b.id, b.queue, b.type, b.payload, b.priority, 'pending', 0, b.max_attempts, b.idempotency_key,
            b.created_at, now(), NULL, b.worker_id, NULL, b.last_error, b.errors, b.result,
-           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms)
+           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms),
+           b.releases
       FROM back b LEFT JOIN queues q ON q.name = b.queue
     RETURNING *
 ),
@@ -678,10 +739,11 @@ back AS (
 )
 INSERT INTO jobs (id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key,
                       created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result,
-                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key)
+                      lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases)
 SELECT b.id, b.queue, b.type, b.payload, b.priority, 'pending', 0, b.max_attempts, b.idempotency_key,
            b.created_at, now(), NULL, b.worker_id, NULL, b.last_error, b.errors, b.result,
-           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms)
+           b.lease_token, b.lease_ms, 0, b.claimed_at, jobq_aged_key(now(), b.priority, q.aging_ms),
+           b.releases
   FROM back b LEFT JOIN queues q ON q.name = b.queue
 RETURNING id, queue, type, worker_id, attempt;
 -- name: JobPurgeDead
@@ -848,27 +910,82 @@ keys AS (
      WHERE k.queue = g.queue AND k.idempotency_key = g.idempotency_key AND k.job_id = g.id
 )
 SELECT id, queue, type FROM gone;
+-- name: JobDelete
+-- Delete one job that is not running, live (jobs) or finished (jobs_history), and its idempotency key; nothing for a running job. The counters follow through their delete triggers.
+WITH live AS (
+    DELETE FROM jobs j
+     WHERE j.id = %(job_id)s AND j.status <> 'running'
+       AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
+    RETURNING j.id, j.queue, j.type, j.status, j.worker_id, j.attempt, j.idempotency_key
+),
+finished AS (
+    DELETE FROM jobs_history h
+     WHERE h.id = %(job_id)s
+       AND (%(scope)s::text IS NULL OR h.queue ~ %(scope)s::text)
+    RETURNING h.id, h.queue, h.type, h.status, h.worker_id, h.attempt, h.idempotency_key
+),
+gone AS (
+    SELECT * FROM live UNION ALL SELECT * FROM finished
+),
+keys AS (
+    DELETE FROM job_keys k USING gone g
+     WHERE k.queue = g.queue AND k.idempotency_key = g.idempotency_key AND k.job_id = g.id
+)
+SELECT id, queue, type, status, worker_id, attempt FROM gone;
 -- name: WorkersSeen
--- Workers seen lately: those holding running jobs (jobs_lease_expiry_idx: as many rows as jobs run at once; seen at their latest claim), and those that finished a job within the window (jobs_history_finished_idx, one range per queue and final status: as many rows as jobs finished in the window).
-SELECT w.worker_id, sum(w.running)::bigint AS running, max(w.seen_at) AS last_seen_at,
-       array_agg(DISTINCT w.queue ORDER BY w.queue) AS queues
-  FROM (SELECT j.worker_id, j.queue, count(*) AS running,
-               max(j.claimed_at) AS seen_at
-          FROM jobs j
-         WHERE j.status = 'running' AND j.worker_id IS NOT NULL
-         GROUP BY j.worker_id, j.queue
-        UNION ALL
-        SELECT f.worker_id, q.name, 0, max(f.completed_at)
-          FROM queues q
-          CROSS JOIN LATERAL (
-                SELECT j.worker_id, j.completed_at FROM jobs_history j
-                 WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
-                   AND j.completed_at > now() - make_interval(secs => %(window_s)s)
-                   AND j.worker_id IS NOT NULL) f
-         GROUP BY f.worker_id, q.name) w
- GROUP BY w.worker_id
- ORDER BY w.worker_id
+-- Workers seen lately, merged by worker_id: those that beat within the window (the workers table: a row per worker process, read whole), those holding running jobs (jobs_lease_expiry_idx: as many rows as jobs run at once; seen at their latest claim), and those that finished a job within the window (jobs_history_finished_idx, one range per queue and final status: as many rows as jobs finished in the window). What a worker said of itself is null for one known only from its jobs.
+WITH seen AS (
+    SELECT w.worker_id, sum(w.running)::bigint AS running, max(w.seen_at) AS last_seen_at,
+           array_agg(DISTINCT w.queue) AS queues
+      FROM (SELECT j.worker_id, j.queue, count(*) AS running,
+                   max(j.claimed_at) AS seen_at
+              FROM jobs j
+             WHERE j.status = 'running' AND j.worker_id IS NOT NULL
+             GROUP BY j.worker_id, j.queue
+            UNION ALL
+            SELECT f.worker_id, q.name, 0, max(f.completed_at)
+              FROM queues q
+              CROSS JOIN LATERAL (
+                    SELECT j.worker_id, j.completed_at FROM jobs_history j
+                     WHERE j.queue = q.name AND j.status IN ('completed', 'dead')
+                       AND j.completed_at > now() - make_interval(secs => %(window_s)s)
+                       AND j.worker_id IS NOT NULL) f
+             GROUP BY f.worker_id, q.name) w
+     GROUP BY w.worker_id
+)
+SELECT coalesce(s.worker_id, b.worker_id) AS worker_id,
+       coalesce(s.running, 0)::bigint AS running,
+       -- greatest() passes over a NULL: the later of the two sightings, or the one there is
+       greatest(s.last_seen_at, b.last_seen_at) AS last_seen_at,
+       ARRAY(SELECT DISTINCT x FROM unnest(coalesce(s.queues, '{}') || coalesce(b.queues, '{}')) AS x
+              ORDER BY x) AS queues,
+       b.host, b.pid, b.concurrency, b.in_flight, b.started_at, b.state
+  FROM seen s
+  FULL JOIN workers b ON b.worker_id = s.worker_id
+ WHERE s.worker_id IS NOT NULL OR b.last_seen_at > now() - make_interval(secs => %(window_s)s)
+ ORDER BY 1
  LIMIT %(limit)s;
+
+-- name: WorkerBeat
+-- A worker process reports itself: its row made or updated in one statement, last_seen_at now; a field it leaves out keeps what it said before.
+INSERT INTO workers AS w (worker_id, host, pid, concurrency, queues, in_flight, started_at, state, last_seen_at)
+VALUES (%(worker_id)s, %(host)s::text, %(pid)s::bigint, %(concurrency)s::integer, %(queues)s::text[],
+        %(in_flight)s::integer, %(started_at)s::timestamptz, %(state)s::text, now())
+ON CONFLICT (worker_id) DO UPDATE
+   SET host = coalesce(EXCLUDED.host, w.host),
+       pid = coalesce(EXCLUDED.pid, w.pid),
+       concurrency = coalesce(EXCLUDED.concurrency, w.concurrency),
+       queues = coalesce(EXCLUDED.queues, w.queues),
+       in_flight = coalesce(EXCLUDED.in_flight, w.in_flight),
+       started_at = coalesce(EXCLUDED.started_at, w.started_at),
+       state = coalesce(EXCLUDED.state, w.state),
+       last_seen_at = now()
+RETURNING *;
+
+-- name: WorkersForget
+-- The duties leader's upkeep: forget the workers that have not beaten for %(after_s)s seconds (a read of the whole table, a row per worker process).
+DELETE FROM workers WHERE last_seen_at < now() - make_interval(secs => %(after_s)s)
+RETURNING worker_id;
 
 -- name: QueueThroughput
 -- Jobs that reached completed or dead, per queue and minute over the last minutes, from the finished jobs' completed_at (jobs_history_finished_idx: one range per queue and status). What PostgreSQL holds, so every replica answers alike; jobs deleted by retention before the window ends are not counted.

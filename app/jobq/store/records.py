@@ -43,6 +43,7 @@ _completed_at = _setter(Job, "completed_at")
 _last_error = _setter(Job, "last_error")
 _errors = _setter(Job, "errors")
 _result = _setter(Job, "result")
+_releases = _setter(Job, "releases")
 
 _lease_id = _setter(Lease, "lease_id")
 _lease_locked_until = _setter(Lease, "locked_until")
@@ -69,6 +70,7 @@ def job(row: Row) -> Job:
     _last_error(j, row["last_error"])
     _errors(j, row["errors"])
     _result(j, row["result"])
+    _releases(j, row["releases"])
     return j
 
 
@@ -102,6 +104,15 @@ def change(row: Row) -> JobChange:
     return JobChange(row["id"], row["queue"], get("type"), get("worker_id"), get("attempt"),
                      None if status is None else _STATUS[status], get("visible_at"),
                      get("claimed_at"), get("completed_at"))
+
+
+def release_change(row: Row) -> JobChange:
+    """The change of a job a release gave back (LeaseRelease, LeaseReleaseMany): the worker
+    and attempt of the claim released, from the entry the statement recorded (the row's own
+    have been cleared and taken back)."""
+    entry = row["releases"][-1]
+    return JobChange(row["id"], row["queue"], row["type"], entry["worker_id"], entry["attempt"],
+                     _STATUS[row["status"]], row["visible_at"], row["claimed_at"], None)
 
 
 def changes(rows: Iterable[Row]) -> list[JobChange]:
@@ -180,6 +191,19 @@ class LeaseWon(NamedTuple):
 
 def lease_won(row: Row) -> LeaseWon:
     return LeaseWon(row["id"], row["lease_token"], change(row))
+
+
+class LeaseReleased(NamedTuple):
+    """A lease a release ended (the token stays on the job until its next claim), the job as
+    it now is, and its change for the events."""
+
+    lease_token: int
+    job: Job
+    change: JobChange
+
+
+def lease_released(row: Row) -> LeaseReleased:
+    return LeaseReleased(row["lease_token"], job(row), release_change(row))
 
 
 class InsertedJob(NamedTuple):
@@ -307,14 +331,45 @@ def token(row: Row) -> TokenRecord:
 
 
 class WorkerSeen(NamedTuple):
+    """A worker of GET /v1/workers: seen from its jobs, from its beats, or both (what it says
+    of itself is None for one known only from its jobs)."""
+
     worker_id: str
     running: int
     queues: list[str]
     last_seen_at: datetime
+    host: str | None
+    pid: int | None
+    concurrency: int | None
+    in_flight: int | None
+    started_at: datetime | None
+    state: str | None
 
 
 def worker_seen(row: Row) -> WorkerSeen:
-    return WorkerSeen(row["worker_id"], row["running"], list(row["queues"]), row["last_seen_at"])
+    return WorkerSeen(row["worker_id"], row["running"], list(row["queues"]), row["last_seen_at"],
+                      row["host"], row["pid"], row["concurrency"], row["in_flight"],
+                      row["started_at"], row["state"])
+
+
+class WorkerRow(NamedTuple):
+    """A row of ``workers``: what a worker said of itself in its beats, and when it last did."""
+
+    worker_id: str
+    host: str | None
+    pid: int | None
+    concurrency: int | None
+    queues: list[str]
+    in_flight: int | None
+    started_at: datetime | None
+    state: str | None
+    last_seen_at: datetime
+
+
+def worker_row(row: Row) -> WorkerRow:
+    return WorkerRow(row["worker_id"], row["host"], row["pid"], row["concurrency"],
+                     list(row["queues"] or ()), row["in_flight"], row["started_at"], row["state"],
+                     row["last_seen_at"])
 
 
 class Finished(NamedTuple):

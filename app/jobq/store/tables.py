@@ -26,7 +26,7 @@ from sqlalchemy import (
     Text,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.sql.elements import TextClause
 
 from jobq.domain.queues import QUEUE_DEFAULTS
@@ -86,6 +86,9 @@ jobs = Table(
     Column("lease_expiries", Integer, nullable=False, server_default=text("0")),
     Column("claimed_at", DateTime(timezone=True), nullable=True),
     Column("aged_key", Double, nullable=True),
+    # The claims handed back by a release (migration 0012), oldest first, the 20 most recent:
+    # {"attempt", "at", "worker_id", "delay_ms"} each.
+    Column("releases", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
     CheckConstraint(f"status IN {STATUSES_SQL}", name="jobs_status_check"),
     # Each index of waiting jobs has a clause (always true) that only its own statements
     # state, so that none can serve another's statement, whatever the statistics say: here
@@ -126,12 +129,20 @@ jobs = Table(
 )
 
 
-def _job_columns() -> list[Column[Any]]:
+# Columns of jobs added after jobs_history was made (0010): ADD COLUMN appends, so in
+# jobs_history they come after expires_at, in this order. The statements that move a job to
+# jobs_history write its columns positionally (queries.sql).
+_ADDED_AFTER_HISTORY = ("releases",)
+
+
+def _job_columns(added: bool = False) -> list[Column[Any]]:
     """The columns of ``jobs`` again, for ``jobs_history`` (same names, types and order; no
-    identity: a job keeps its id when it moves; no default status: a finished one is given)."""
+    identity: a job keeps its id when it moves; no default status: a finished one is given):
+    those it was made with, or (``added``) those added since."""
     return [Column(c.name, c.type, nullable=c.nullable,
                    server_default=None if c.name == "status" else c.server_default)
-            for c in jobs.columns if c.name != "id"]
+            for c in jobs.columns
+            if c.name != "id" and (c.name in _ADDED_AFTER_HISTORY) == added]
 
 
 # Finished jobs (migration 0010): completed, dead and cancelled jobs move here from ``jobs`` in
@@ -145,6 +156,7 @@ jobs_history = Table(
     Column("id", BigInteger, nullable=False),
     *_job_columns(),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+    *_job_columns(added=True),
     CheckConstraint("status IN ('completed', 'dead', 'cancelled')", name="jobs_history_status_check"),
     Index("jobs_history_id_idx", "id"),
     Index("jobs_history_queue_status_id_idx", "queue", "status", "id"),
@@ -227,4 +239,24 @@ topic_subscriptions = Table(
     Column("queue", Text, ForeignKey("queues.name"), primary_key=True),
     Column("type", Text, nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+)
+
+
+# Worker processes that beat (migration 0013): what each says of itself, and when it last
+# did. Only the primary key is indexed, so that a beat is a HOT update (fillfactor 50).
+WORKER_STATES_SQL = "('running', 'stopping', 'stopped')"
+workers = Table(
+    "workers",
+    metadata,
+    Column("worker_id", Text, primary_key=True),
+    Column("host", Text, nullable=True),
+    Column("pid", BigInteger, nullable=True),
+    Column("concurrency", Integer, nullable=True),
+    Column("queues", ARRAY(Text), nullable=True),
+    Column("in_flight", Integer, nullable=True),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("state", Text, nullable=True),
+    Column("last_seen_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
+    CheckConstraint(f"state IN {WORKER_STATES_SQL}", name="workers_state_check"),
+    postgresql_with={"fillfactor": "50"},
 )

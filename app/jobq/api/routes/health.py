@@ -8,6 +8,7 @@ from starlette.responses import Response
 from jobq.api import render
 from jobq.api.deps import context
 from jobq.api.document import answers
+from jobq.api.schemas import Health, Ready
 from jobq.core.context import Context
 from jobq.domain.errors import Unavailable
 from jobq.store.migrate import head_revision
@@ -16,7 +17,7 @@ router = APIRouter(tags=["health"])
 _HEAD = head_revision()
 
 
-@router.get("/healthz", summary="Liveness")
+@router.get("/healthz", summary="Liveness", response_model=Health)
 async def healthz() -> Response:
     return render.json_response({"status": "ok"})
 
@@ -25,7 +26,7 @@ _NOT_READY = {503: "`unavailable`: the database cannot be reached, or its schema
                    "this code needs"}
 
 
-@router.get("/readyz", summary="Readiness", responses=answers(notes=_NOT_READY))
+@router.get("/readyz", summary="Readiness", response_model=Ready, responses=answers(notes=_NOT_READY))
 async def readyz(ctx: Context = Depends(context)) -> Response:
     current = await ctx.schema_revision()
     if current != _HEAD:

@@ -20,13 +20,14 @@ from jobq.api.schemas import (
     JobPage,
     JobPublic,
     QueueName,
+    SearchText,
     Text255,
 )
 from jobq.core import enqueue as enq
 from jobq.core import jobs as core_jobs
 from jobq.core.context import Context
 from jobq.domain.access import Principal
-from jobq.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, JobStatus
+from jobq.domain.jobs import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, MAX_SEARCH_LENGTH, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=DirectRoute)
 
@@ -88,17 +89,27 @@ async def list_jobs(
     type: Annotated[Text255 | None, Query()] = None,  # noqa: A002 - the contract's name
     limit: Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)] = DEFAULT_LIST_LIMIT,
     cursor: Annotated[str | None, Query(max_length=200)] = None,
+    search: Annotated[SearchText | None, Query(
+        description="only jobs whose payload (its JSON text) or `last_error` contains this "
+                    f"text, ignoring case; 1 to {MAX_SEARCH_LENGTH} characters. Scans: see above")] = None,
     ctx: Context = Depends(context),
     who: Principal = Depends(caller),
 ) -> Response:
     """Keyset-paginated: pass `next_cursor` as `cursor` for the next page; it is null on the
     last page. Jobs enqueued after the first page was read do not shift later pages. A
-    token for some queues lists only jobs of those."""
+    token for some queues lists only jobs of those.
+
+    `search` scans rather than looks up (no index finds a substring of a payload): each page
+    examines at most the newest 5,000 jobs that the other filters select (after `cursor`;
+    that many from each queue and status it covers) and holds those that match. A page of a
+    search may therefore hold fewer than `limit` jobs, or none, and still have a
+    `next_cursor`, which goes on past the jobs examined. The payload's JSON text is
+    PostgreSQL's rendering of it (`{"key": "value", "n": 1}`: a space after `:` and `,`)."""
     if queue is not None:
         require_queues(who, (queue,))
     jobs, next_cursor = await core_jobs.list_jobs(
         ctx, queue=queue, status=status, type_=type, limit=limit, cursor=cursor,
-        scope=who.scope_regex)
+        scope=who.scope_regex, search=search)
     return render.json_response({"jobs": [render.job(j) for j in jobs], "next_cursor": next_cursor})
 
 
@@ -127,3 +138,16 @@ async def retry_job(job_id: str, ctx: Context = Depends(context),
     """A `dead`, `cancelled` or `failed` job goes back to `pending`, visible now, `attempt`
     reset to 0 and `errors` kept. Old lease ids stay dead."""
     return render.json_response(render.job(await core_jobs.retry(ctx, job_id, who.scope_regex)))
+
+
+@router.delete("/{job_id}", status_code=204, response_class=Response, summary="Delete a job",
+               responses={204: {"description": "deleted"},
+                          **answers(*GUARDED, notes={**_JOB, 409: "`invalid_state`: the job is running"})})
+async def delete_job(job_id: str, ctx: Context = Depends(context),
+                     who: Principal = Depends(caller)) -> Response:
+    """Deletes a job for good, whatever its status but `running` (cancel a running job
+    first: its worker holds a lease): waiting, failed, or finished. Its idempotency key is
+    free again, and the queue's counts drop by one. One outside the token's queues is
+    `404`, as if it did not exist."""
+    await core_jobs.delete(ctx, job_id, who.scope_regex)
+    return Response(status_code=204)

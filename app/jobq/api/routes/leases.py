@@ -25,6 +25,8 @@ from jobq.api.schemas import (
     HeartbeatPublic,
     JobPublic,
     LeaseList,
+    ReleaseBody,
+    ReleaseManyBody,
 )
 from jobq.core import leases as core
 from jobq.core.tokens import TokenTable
@@ -39,6 +41,8 @@ ACK_MANY: JsonBody[AckManyBody] = JsonBody(AckManyBody)
 HEARTBEAT: JsonBody[HeartbeatBody | None] = JsonBody(HeartbeatBody | None, required=False)
 ACK: JsonBody[AckBody | None] = JsonBody(AckBody | None, required=False)
 FAIL: JsonBody[FailBody] = JsonBody(FailBody)
+RELEASE: JsonBody[ReleaseBody | None] = JsonBody(ReleaseBody | None, required=False)
+RELEASE_MANY: JsonBody[ReleaseManyBody] = JsonBody(ReleaseManyBody)
 
 _LOST = answers(*GUARDED, 413, 422, notes={
     404: "`not_found`: no such lease",
@@ -118,14 +122,29 @@ async def ack_many(request: Request) -> Response:
     body = await ACK_MANY.read(request)
     outcomes = await core.ack_many(ctx, [(a.lease_id, a.result) for a in body.acks],
                                    who.scope_regex)
-    results = [
-        {"lease_id": o.lease_id, "ok": True} if o.ok
-        else {"lease_id": o.lease_id, "ok": False, "code": o.code, "already_completed": True}
-        if o.already_completed
-        else {"lease_id": o.lease_id, "ok": False, "code": o.code}
-        for o in outcomes
-    ]
-    return render.json_response({"results": results})
+    return render.json_response({"results": [_result(o) for o in outcomes]})
+
+
+@router.post("/release", response_model=AckManyPublic, summary="Release many leases",
+             responses=answers(*GUARDED, 413, 422), openapi_extra=RELEASE_MANY.openapi)
+async def release_many(request: Request) -> Response:
+    """Releases each lease as `POST /v1/leases/{lease_id}/release` does, each with its own
+    `delay_ms`, in one statement: what a stopping worker calls for the jobs it holds. Each
+    lease is answered on its own, in request order, as in `POST /v1/leases/ack`: one lost
+    lease does not fail the others."""
+    ctx, who = context_of(request), admitted(request)
+    body = await RELEASE_MANY.read(request)
+    outcomes = await core.release_many(ctx, [(r.lease_id, r.delay_ms) for r in body.releases],
+                                       who.scope_regex)
+    return render.json_response({"results": [_result(o) for o in outcomes]})
+
+
+def _result(o: core.AckOutcome) -> dict[str, object]:
+    if o.ok:
+        return {"lease_id": o.lease_id, "ok": True}
+    if o.already_completed:
+        return {"lease_id": o.lease_id, "ok": False, "code": o.code, "already_completed": True}
+    return {"lease_id": o.lease_id, "ok": False, "code": o.code}
 
 
 @router.post("/{lease_id}/heartbeat", response_model=HeartbeatPublic, responses=_LOST,
@@ -161,4 +180,20 @@ async def fail(lease_id: str, request: Request) -> Response:
     body = await FAIL.read(request)
     job = await core.fail(ctx, lease_id, Failure(body.error, body.retry, body.retry_in_ms),
                           who.scope_regex)
+    return render.json_response(render.job(job))
+
+
+@router.post("/{lease_id}/release", response_model=JobPublic, responses=_LOST,
+             summary="Give a job back without spending an attempt", openapi_extra=RELEASE.openapi)
+async def release(lease_id: str, request: Request) -> Response:
+    """The job goes back to `pending`, claimable again after `delay_ms` (default 0: at
+    once), and the claim is not counted against `max_attempts`: `attempt` goes back down by
+    one, and nothing is added to `errors` (nor to the lease expiries that make a poison
+    pill). The release is recorded in the job's `releases`. For a worker that stops (a
+    deploy, Ctrl-C) or holds jobs it will not start: SQS's zero visibility timeout,
+    Sidekiq's push back on shutdown. Fenced as ack and fail: the lease must still be held (a
+    lease past its end not yet processed still is); the next claim gets a new lease id."""
+    ctx, who = context_of(request), admitted(request)
+    body = await RELEASE.read(request)
+    job = await core.release(ctx, lease_id, body.delay_ms if body else 0, who.scope_regex)
     return render.json_response(render.job(job))

@@ -31,7 +31,10 @@ _NOT_FOUND = {404: "`not_found`: no such schedule"}
 
 
 def _one(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"example": SCHEDULE}}}
+    # The model too: FastAPI gives the response_model's schema to the route's status_code
+    # alone, and PUT's 200 (a replace) would declare none (a generated client parses nothing).
+    return {"description": description, "model": SchedulePublic,
+            "content": {"application/json": {"example": SCHEDULE}}}
 
 
 @router.get("", response_model=ScheduleList, summary="List schedules",

@@ -11,7 +11,8 @@ const PAGE_SIZE = 50;
 const TOKEN_KEY = "jobq.token";
 const STATUSES = ["pending", "running", "failed", "completed", "dead", "cancelled"];
 
-const state = { gen: 0, timer: null, throughput: null, throughputAt: 0, cursors: [], busy: false };
+const state = { gen: 0, timer: null, throughput: null, throughputAt: 0, cursors: [], busy: false,
+  selected: new Set() };
 
 // ---- helpers ----------------------------------------------------------------------------
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -211,7 +212,7 @@ function spark(t) {
 
 function jobRows(jobs, withActions) {
   if (!jobs.length) return `<p class="muted">No jobs match.</p>`;
-  const rows = jobs.map((j) => `<tr data-job="${esc(j.id)}">
+  const rows = jobs.map((j) => `<tr data-job="${esc(j.id)}">${selectCell(j)}
     <td><a href="#/job/${encodeURIComponent(j.id)}">${esc(j.id)}</a></td>
     <td>${esc(j.queue)}</td><td class="wrap">${esc(j.type)}</td><td>${badge(j.status)}</td>
     <td class="num">${j.attempt}/${j.max_attempts}</td>
@@ -220,7 +221,7 @@ function jobRows(jobs, withActions) {
     ${withActions ? `<td><button type="button" data-act="replay-one" data-id="${esc(j.id)}">Replay</button>
       <button type="button" class="danger" data-act="purge-one" data-id="${esc(j.id)}">Purge</button></td>` : ""}
     </tr>`).join("");
-  return `<div class="table-wrap"><table><thead><tr><th>Id</th><th>Queue</th><th>Type</th>
+  return `<div class="table-wrap"><table><thead><tr>${selectHead(jobs)}<th>Id</th><th>Queue</th><th>Type</th>
     <th>Status</th><th class="num">Attempt</th><th class="hide-narrow">Created</th>
     <th class="hide-narrow">Last error</th>${withActions ? "<th></th>" : ""}</tr></thead>
     <tbody>${rows}</tbody></table></div>`;
@@ -269,18 +270,22 @@ views.jobs = {
       <label>Status<select name="status"><option value="">any</option>${STATUSES.map((s) =>
         `<option ${s === p.status ? "selected" : ""}>${s}</option>`).join("")}</select></label>
       <label>Type<input name="type" value="${esc(p.type || "")}" placeholder="any"></label>
-      <button type="submit">Filter</button></form><div id="body"></div>`;
+      ${searchBox(p)}
+      <button type="submit">Filter</button></form>${bulkBar(["retry", "cancel", "delete"])}<div id="body"></div>`;
   },
   async body(r) {
     const p = r.params;
     const page = await api("GET", "/v1/jobs" + query({ queue: p.queue, status: p.status, type: p.type,
-      limit: PAGE_SIZE, cursor: currentCursor() }));
-    return jobRows(page.jobs, false) + pager(page.next_cursor);
+      search: p.search, limit: PAGE_SIZE, cursor: currentCursor() }));
+    return searchNote(p, page) + jobRows(page.jobs, false) + pager(page.next_cursor);
   },
-  act: (button) => paging[button.dataset.act](button),
+  async act(button) {
+    if (!(await bulkAct(button))) paging[button.dataset.act](button);
+  },
   filter(form) {
     const f = new FormData(form);
-    location.hash = "#/jobs" + query({ queue: f.get("queue").trim(), status: f.get("status"), type: f.get("type").trim() });
+    location.hash = "#/jobs" + query({ queue: f.get("queue").trim(), status: f.get("status"), type: f.get("type").trim(),
+      search: f.get("search") });
   },
 };
 
@@ -293,7 +298,7 @@ views.dead = {
       <button type="submit">Filter</button></form>
       <div class="actions"><button type="button" data-act="replay-all">Replay all matching</button>
       <button type="button" class="danger" data-act="purge-all">Purge all matching</button></div>
-      <div id="body"></div>`;
+      ${bulkBar(["retry", "delete"])}<div id="body"></div>`;
   },
   async body(r) {
     const p = r.params;
@@ -330,7 +335,7 @@ views.dead = {
         return;
       }
       default:
-        paging[button.dataset.act](button);
+        if (!(await bulkAct(button))) paging[button.dataset.act](button);
     }
   },
   filter(form) {
@@ -420,18 +425,145 @@ views.schedules = {
 
 views.workers = {
   frame: () => `<h1>Workers</h1><div id="body"></div>
-    <p class="muted">Workers that hold running jobs, or finished one in the last 5 minutes
-    (<code>GET /v1/workers</code>). A worker waiting for work that has got none leaves no trace.</p>`,
+    <p class="muted">Worker processes that report themselves (<code>POST /v1/workers/{id}/beat</code>,
+    every 10 s or so: idle ones too), and workers that hold running jobs or finished one, in the
+    last 5 minutes (<code>GET /v1/workers</code>). Host, pid, concurrency, in flight and state are
+    what a worker says of itself: blank for one known only from its jobs. In flight counts what it
+    holds, prefetched jobs included; Running, the leases it holds now.</p>`,
   async body() {
     const { workers } = await api("GET", "/v1/workers" + query({ window_s: 300 }));
     if (!workers.length) return `<p class="muted">No worker seen in the last 5 minutes.</p>`;
-    return `<div class="table-wrap"><table><thead><tr><th>Worker</th><th class="num">In flight</th>
-      <th>Queues</th><th>Last seen</th></tr></thead><tbody>${workers.map((w) => `
-      <tr data-worker="${esc(w.worker_id)}"><td class="wrap">${esc(w.worker_id)}</td>
-      <td class="num" data-col="running">${w.running}</td><td class="wrap">${w.queues.map(esc).join(", ")}</td>
-      <td>${ago(w.last_seen_at)}</td></tr>`).join("")}</tbody></table></div>`;
+    return `<div class="table-wrap"><table><thead><tr><th>Worker</th><th>Host</th>
+      <th class="num hide-narrow">PID</th><th class="num">Concurrency</th><th class="num">In flight</th>
+      <th class="num">Running</th><th class="hide-narrow">Queues</th><th>State</th><th>Last seen</th>
+      </tr></thead><tbody>${workers.map(workerRow).join("")}</tbody></table></div>`;
   },
 };
+
+// A worker that beats every ~10 s and has not for WORKER_SILENT_MS is probably gone without
+// saying so (killed): its state is what it last said, so the page says it is silent.
+const WORKER_SILENT_MS = 30000;
+function workerRow(w) {
+  const silent = w.state && w.state !== "stopped" && Date.now() - Date.parse(w.last_seen_at) > WORKER_SILENT_MS;
+  const dash = (v) => (v == null ? "–" : esc(v));
+  return `<tr data-worker="${esc(w.worker_id)}"><td class="wrap">${esc(w.worker_id)}</td>
+    <td class="wrap" data-col="host">${dash(w.host)}</td>
+    <td class="num hide-narrow" data-col="pid">${dash(w.pid)}</td>
+    <td class="num" data-col="concurrency">${dash(w.concurrency)}</td>
+    <td class="num" data-col="in-flight">${dash(w.in_flight)}</td>
+    <td class="num" data-col="running">${w.running}</td>
+    <td class="wrap hide-narrow" data-col="queues">${w.queues.map(esc).join(", ")}</td>
+    <td data-col="state">${w.state ? badge(w.state) : "–"}${silent ? " " + badge("silent") : ""}</td>
+    <td data-col="last-seen"><span title="${esc(w.last_seen_at)}">${ago(w.last_seen_at)}</span></td></tr>`;
+}
+
+// ---- search and bulk actions on job lists ------------------------------------------------
+// The search box of the jobs page: GET /v1/jobs?search= scans a bounded number of jobs per
+// page, so a page may be short, or empty, with a Next that searches on.
+const SEARCH_SCAN = 5000;
+function searchBox(p) {
+  return `<label>Search<input name="search" type="search" maxlength="200" value="${esc(p.search || "")}"
+    placeholder="payload or error text"></label>`;
+}
+function searchNote(p, page) {
+  if (!p.search) return "";
+  const more = page.next_cursor ? " Next searches older jobs." : "";
+  const none = !page.jobs.length && page.next_cursor
+    ? `No match among the ${SEARCH_SCAN.toLocaleString("en")} jobs examined.` : "";
+  return `<p class="muted" id="search-note">${none} Payloads and errors containing
+    <code>${esc(p.search)}</code>, ignoring case; each page examines up to
+    ${SEARCH_SCAN.toLocaleString("en")} jobs.${more}</p>`;
+}
+
+// Checkboxes on the rows of a job list; the selection outlives the refresh (rows are redrawn
+// every POLL_MS) and is kept across pages, until the next navigation.
+function selectCell(j) {
+  return `<td class="pick"><input type="checkbox" data-select="${esc(j.id)}" aria-label="select job ${esc(j.id)}"
+    ${state.selected.has(String(j.id)) ? "checked" : ""}></td>`;
+}
+function selectHead(jobs) {
+  const all = jobs.length > 0 && jobs.every((j) => state.selected.has(String(j.id)));
+  return `<th class="pick"><input type="checkbox" data-select-all aria-label="select every job on this page"
+    ${all ? "checked" : ""}></th>`;
+}
+
+const BULK = {
+  retry: { label: "Retry", done: "retried", call: (id) => api("POST", `/v1/jobs/${id}/retry`) },
+  cancel: { label: "Cancel", done: "cancelled", confirm: true, call: (id) => api("POST", `/v1/jobs/${id}/cancel`) },
+  delete: { label: "Delete", done: "deleted", confirm: true, call: (id) => api("DELETE", `/v1/jobs/${id}`) },
+};
+function bulkBar(kinds) {
+  return `<div class="actions bulk" id="bulk"><span class="muted" id="bulk-count">${bulkCount()}</span>
+    ${kinds.map((k) => `<button type="button" ${k === "retry" ? "" : 'class="danger"'} data-act="bulk-${k}">
+      ${BULK[k].label} selected</button>`).join("")}
+    <button type="button" data-act="bulk-clear">Clear selection</button></div><div id="bulk-report"></div>`;
+}
+function bulkCount() { return `${state.selected.size} selected`; }
+function showBulkCount() {
+  const count = $("#bulk-count");
+  if (count) count.textContent = bulkCount();
+}
+
+function onSelect(ev) {
+  const box = ev.target;
+  if (!(box instanceof HTMLInputElement) || !$("#body") || !$("#body").contains(box)) return;
+  if (box.hasAttribute("data-select-all")) {
+    document.querySelectorAll("#body input[data-select]").forEach((b) => {
+      b.checked = box.checked;
+      if (box.checked) state.selected.add(b.dataset.select); else state.selected.delete(b.dataset.select);
+    });
+  } else if (box.dataset.select) {
+    if (box.checked) state.selected.add(box.dataset.select); else state.selected.delete(box.dataset.select);
+  } else {
+    return;
+  }
+  showBulkCount();
+}
+
+// One call per job (POST /v1/jobs/{id}/retry|cancel, DELETE /v1/jobs/{id}), a few at a time;
+// each job's refusal is listed (a running job cannot be deleted, a finished one cancelled),
+// and the jobs that failed stay selected.
+const BULK_PARALLEL = 4;
+async function bulkAct(button) {
+  const act = button.dataset.act || "";
+  if (!act.startsWith("bulk-")) return false;
+  const report = $("#bulk-report");
+  if (act === "bulk-clear") {
+    state.selected.clear();
+    showBulkCount();
+    if (report) report.innerHTML = "";
+    return true;
+  }
+  const kind = BULK[act.slice(5)];
+  const ids = [...state.selected];
+  if (!ids.length) { setStatus("no job selected", true); return true; }
+  if (kind.confirm && !confirm(`${kind.label} ${ids.length} job${ids.length === 1 ? "" : "s"}?`)) return true;
+  const failures = [];
+  let next = 0, ok = 0;
+  async function lane() {
+    while (next < ids.length) {
+      const id = ids[next++];
+      try {
+        await kind.call(encodeURIComponent(id));
+        ok++;
+        state.selected.delete(id);
+      } catch (e) {
+        if (e.status === 401) throw e;
+        failures.push({ id, message: e.message });
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(BULK_PARALLEL, ids.length) }, lane));
+  showBulkCount();
+  const summary = `${ok} ${kind.done}` + (failures.length ? `, ${failures.length} failed` : "");
+  setStatus(summary, failures.length > 0);
+  if (report) {
+    report.innerHTML = `<p class="${failures.length ? "error" : "muted"}">${esc(summary)}</p>` + (failures.length
+      ? `<ul class="bulk-failures">${failures.map((f) => `<li data-job="${esc(f.id)}">job
+        <a href="#/job/${encodeURIComponent(f.id)}">${esc(f.id)}</a>: ${esc(f.message)}</li>`).join("")}</ul>` : "");
+  }
+  return true;
+}
 
 // ---- driving ----------------------------------------------------------------------------
 let current = null; // the route the frame was drawn for
@@ -467,6 +599,7 @@ async function navigate() {
   if (!views[r.view]) { location.hash = "#/queues"; return; }
   current = r;
   state.cursors = [];
+  state.selected.clear();
   document.querySelectorAll("nav a").forEach((a) =>
     a.classList.toggle("active", a.dataset.view === r.view || (r.view === "job" && a.dataset.view === "jobs")));
   showApp();
@@ -520,6 +653,7 @@ document.addEventListener("DOMContentLoaded", () => {
     showLogin("Token forgotten.");
   });
   document.addEventListener("click", onClick);
+  document.addEventListener("change", onSelect);
   document.addEventListener("submit", (ev) => {
     if (ev.target.id !== "filters") return;
     ev.preventDefault();
