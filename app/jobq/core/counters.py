@@ -196,6 +196,7 @@ def forget_queue(queue: str) -> None:
     another queue under JOBQ_METRICS_QUEUES. Other replicas keep theirs until they restart,
     as do uvicorn workers in multiprocess mode (prometheus-client cannot remove a series
     from its files)."""
+    _STARTED.discard(queue)  # made again, it starts its series at 0 again
     events = [event for q, event in _JOB_COUNTERS if q == queue]
     for event in events:
         del _JOB_COUNTERS[(queue, event)]

@@ -608,6 +608,9 @@ SELECT (SELECT coalesce(jsonb_object_agg(c.status, c.n), '{}'::jsonb)
 -- One batch of a queue's purge: up to %(limit)s of its live jobs (any status, running ones too: their leases die), row locks only, and their idempotency keys; returns how many.
 WITH picked AS (
     SELECT j.id FROM jobs j WHERE j.queue = %(queue)s
+     -- jobs_queue_status_id_idx's order: each batch probes the index where the last one
+     -- ended, instead of reading from the table's start past the rows already deleted.
+     ORDER BY j.status, j.id
      LIMIT (SELECT %(limit)s::bigint)
        FOR UPDATE OF j
 ),
