@@ -24,7 +24,7 @@ CODES = {"validation_error", "not_found", "lease_lost", "queue_full", "idempoten
          "unavailable", "too_many_long_polls", "queue_not_empty"}
 JOB_FIELDS = {"id", "queue", "type", "payload", "priority", "status", "attempt", "max_attempts",
               "idempotency_key", "created_at", "visible_at", "locked_until", "worker_id",
-              "completed_at", "last_error", "errors", "result"}
+              "completed_at", "last_error", "errors", "result", "releases"}
 # RFC 3339 date-time in UTC: "Z" or a zero offset.
 _RFC3339_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)$")
 

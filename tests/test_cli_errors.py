@@ -80,6 +80,15 @@ def test_a_missing_module_or_attribute_is_one_line() -> None:
     assert "'no_such_attribute' not found" in line, line
 
 
+@pytest.mark.parametrize("spec", ["myapp/jobs.py:handlers", "myapp/jobs:handlers"])
+def test_a_handler_spec_written_as_a_file_path_hints_the_dotted_name(spec: str, tmp_path: Path) -> None:
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "jobs.py").write_text("handlers = {'t': print}\n")
+    line = one_line(jobq("worker", spec, "--url", nowhere(), cwd=tmp_path), 2)
+    assert "not a file path: 'myapp.jobs:handlers'" in line, line
+
+
 def test_a_module_that_raises_on_import_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "broken_jobs.py").write_text("handlers = {}\nraise RuntimeError('no config')\n")
     line = one_line(jobq("worker", "broken_jobs:handlers", "--url", nowhere(), cwd=tmp_path), 2)
@@ -260,7 +269,8 @@ def test_the_worker_logs_its_url_queues_and_one_line_per_job_outcome(
     text = log.read_text()
     lines = text.splitlines()
     start = next(line for line in lines if "serving queues=" in line)
-    assert f"at {live_server.url} (from --url)" in start and " INFO " in start, start
+    assert f"serving queues=logq,other at {live_server.url} (from --url)" in start, start
+    assert " INFO " in start, start
     completed = next(line for line in lines if f"job {ok.id} (ok)" in line)
     assert " INFO " in completed and ": completed (ran " in completed, completed
     assert "boom: bad input" in next(line for line in lines if f"job {boom.id}" in line)
@@ -283,7 +293,8 @@ def test_the_worker_log_names_the_url_it_cannot_reach(tmp_path: Path) -> None:
             [sys.executable, "-m", "jobq.cli", "worker", "outcome_jobs:handlers"],
             cwd=tmp_path, env={**environ, "JOBQ_URL": url}, stdout=out, stderr=out)
     try:
-        _wait_log(log, f"serving queues=default at {url} (from JOBQ_URL)")
+        # No --queues: it serves the queue default, and says that this is why.
+        _wait_log(log, f"serving queues=default (no --queues given) at {url} (from JOBQ_URL)")
         _wait_log(log, f"claim failed (cannot reach {url} (from JOBQ_URL): POST /v1/leases: ")
     finally:
         proc.send_signal(signal.SIGTERM)

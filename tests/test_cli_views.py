@@ -232,6 +232,10 @@ def test_dead_purge_without_a_filter_needs_yes_or_a_yes_at_the_terminal(
 
     line = one_line(jobq(live_server, "dead", "purge"), 2)
     assert "pass --yes" in line and "every dead job" in line, line
+    line = one_line(jobq(live_server, "dead", "purge", "--limit", "1"), 2)
+    assert "this would delete the oldest dead job in every queue" in line, line
+    line = one_line(jobq(live_server, "dead", "purge", "--limit", "2"), 2)
+    assert "this would delete the 2 oldest dead jobs in every queue" in line, line
     error = json.loads(one_line(jobq(live_server, "dead", "purge", "--json"), 2))
     assert "pass --yes" in error["error"]
     assert dead_count() == 3

@@ -79,3 +79,12 @@ def test_the_link_check_catches_a_broken_link(tmp_path: Path) -> None:
     assert anchors(page) == {"top"}
     assert slug("A job's life with curl") == "a-jobs-life-with-curl"
     assert slug("Producing: idempotency, delays, priorities") == "producing-idempotency-delays-priorities"
+
+
+def test_the_readme_passes_tokens_in_the_environment_not_on_command_lines() -> None:
+    """A token given as `--token "$WORKER"` is in the process's command line, which `ps`
+    shows to every user of the machine: the README shows JOBQ_TOKEN instead."""
+    text = (ROOT / "README.md").read_text()
+    on_command_lines = re.findall(r"--token\s+[\"']?\$\w+", text)
+    assert not on_command_lines, on_command_lines
+    assert "JOBQ_TOKEN=$WORKER jobq worker" in text

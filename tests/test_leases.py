@@ -706,11 +706,13 @@ async def _fail_at_attempt(client: httpx.AsyncClient, queue: str, attempt: int) 
 async def test_fail_schedules_retry_with_exponential_backoff_and_jitter(
     client: httpx.AsyncClient,
 ) -> None:
-    await patch_queue(client, "bq", backoff_base_ms=1000, backoff_max_ms=5000)
     expected = {1: 1000, 2: 2000, 3: 4000, 4: 5000, 5: 5000}  # min(base × 2^(n−1), max)
     jitters = []
     for attempt, delay_ms in expected.items():
-        job = await _fail_at_attempt(client, "bq", attempt)
+        # A queue per attempt: on a slow machine an earlier job's 1 s backoff can end while
+        # this loop still claims, and that job would be handed out instead of this one.
+        await patch_queue(client, f"bq{attempt}", backoff_base_ms=1000, backoff_max_ms=5000)
+        job = await _fail_at_attempt(client, f"bq{attempt}", attempt)
         assert job["status"] == "failed"
         assert job["attempt"] == attempt
         # visible_at and the error's `at` are the same instant of the same statement.
@@ -719,7 +721,7 @@ async def test_fail_schedules_retry_with_exponential_backoff_and_jitter(
         jitters.append(waited / delay_ms - 1)
     assert len({round(j, 6) for j in jitters}) > 1, "the jitter should vary"
     # Not claimable before visible_at.
-    assert await claim(client, ["bq"], limit=10) == []
+    assert await claim(client, [f"bq{n}" for n in expected], limit=10) == []
 
 
 async def test_backoff_follows_the_queue_settings_at_fail_time(client: httpx.AsyncClient) -> None:

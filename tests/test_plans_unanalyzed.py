@@ -86,6 +86,7 @@ def args(never_analyzed: str) -> dict[str, Any]:
         "queue": "deep", "queues": ["deep", "aged"], "types": None, "limit": 100, "lease_ms": None,
         "worker_id": "w", "job_id": job_id, "token": token, "extend_ms": None, "result": None,
         "acks": json.dumps([{"job_id": i, "token": t, "result": None} for i, t in leases]),
+        "releases": json.dumps([{"job_id": i, "token": t, "delay_ms": 0} for i, t in leases]),
         "job_ids": [i for i, _ in leases], "retry": True, "error": "boom", "delay_ms": 0,
         "type": "t", "payload": "{}", "priority": 0, "max_attempts": None, "idempotency_key": None,
         "run_at": None, "jobs": json.dumps([{"queue": "deep", "type": "t"} for _ in range(10)]),
@@ -121,6 +122,8 @@ CASES: list[tuple[str, dict[str, Any], str | None, int]] = [
     ("LeaseAckMany", {}, "jobs_pkey", 30),
     ("LeaseBackoffInputs", {}, "jobs_pkey", 5),
     ("LeaseFail", {}, "jobs_pkey", 5),
+    ("LeaseRelease", {}, "jobs_pkey", 5),
+    ("LeaseReleaseMany", {}, "jobs_pkey", 30),
     ("LeaseState", {}, "jobs_pkey", 5),
     ("LeaseStateMany", {}, "jobs_pkey", 30),
     ("JobGet", {}, "jobs_pkey", 5),
@@ -135,8 +138,8 @@ CASES: list[tuple[str, dict[str, Any], str | None, int]] = [
     ("TokensLive", {}, None, 0),
     ("MetricsDepths", {}, None, 0),
 ]
-# The batch writes of ten jobs (the acks and jobs in ``args``).
-BATCH = {"LeaseAckMany": 10, "JobInsertMany": 10}
+# The batch writes of ten jobs (the acks, releases and jobs in ``args``).
+BATCH = {"LeaseAckMany": 10, "LeaseReleaseMany": 10, "JobInsertMany": 10}
 # Not here: JobDeleteExpired (retention, once per 10 s on the leader), which the move of
 # finished jobs to their own table rewrites; test_sql_plans covers it on an analyzed table.
 

@@ -153,6 +153,50 @@ async def test_releases_keeps_the_twenty_most_recent(client: httpx.AsyncClient) 
     assert {e["attempt"] for e in entries} == {1}
 
 
+async def test_the_record_stays_with_the_job_through_history_retry_replay_and_a_reaped_death(
+    client: httpx.AsyncClient,
+) -> None:
+    """Every statement that moves a job between jobs and jobs_history carries releases."""
+    job = await enqueue(client, max_attempts=1)
+    first = (await released(client, (await claim_one(client, worker_id="w1"))["lease_id"]))["releases"]
+    # Dead by a lease expiry (the reaper's move), then retried (back from the history).
+    await claim_one(client, lease_ms=100)
+    for _ in range(50):
+        if (await get_job(client, job["id"]))["status"] == "dead":
+            break
+        await asyncio.sleep(0.1)
+    dead = await get_job(client, job["id"])
+    assert dead["status"] == "dead" and dead["releases"] == first
+    retried = await client.post(f"/v1/jobs/{job['id']}/retry")
+    assert retried.status_code == 200 and retried.json()["releases"] == first
+    # Dead by a fail, replayed; then cancelled: still there.
+    lease = await claim_one(client, worker_id="w2")
+    assert (await fail(client, lease["lease_id"], error="x", retry=False)).json()["releases"] == first
+    r = await client.post("/v1/dead/replay", json={"queue": "default"})
+    assert r.status_code == 200 and r.json() == {"replayed": 1}
+    assert (await get_job(client, job["id"]))["releases"] == first
+    cancelled = await client.post(f"/v1/jobs/{job['id']}/cancel")
+    assert cancelled.status_code == 200 and cancelled.json()["releases"] == first
+    listed = (await client.get("/v1/jobs", params={"status": "cancelled"})).json()["jobs"]
+    assert [j["releases"] for j in listed] == [first]
+
+
+async def test_a_released_job_of_an_aging_queue_is_claimed_again(client: httpx.AsyncClient,
+                                                                   database_url: str) -> None:
+    """Its aging key is recomputed, as every path back to waiting does: without one, the
+    aged claim (which reads jobs by that key) would never hand it out again."""
+    await patch_queue(client, "aq", aging_ms=60_000)
+    job = await enqueue(client, queue="aq")
+    batch = await client.post("/v1/leases/release", json={"releases": [
+        {"lease_id": (await claim_one(client, ["aq"]))["lease_id"]}]})
+    assert batch.json()["results"][0]["ok"] is True
+    await released(client, (await claim_one(client, ["aq"]))["lease_id"], delay_ms=200)
+    keys = sql(database_url, "SELECT aged_key IS NOT NULL FROM jobs WHERE id = %(id)s", {"id": int(job["id"])})
+    assert keys == [(True,)]
+    leases = await claim(client, ["aq"], wait_ms=5_000)
+    assert [le["job"]["id"] for le in leases] == [job["id"]]
+
+
 # ------------------------------------------------------------------ delay
 
 

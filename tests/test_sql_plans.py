@@ -169,7 +169,8 @@ def stats_without_running(database_url: str) -> Iterator[psycopg.Connection[tupl
         yield conn
 
 
-LEASE_STATEMENTS = ["LeaseHeartbeat", "LeaseAck", "LeaseAckMany", "LeaseBackoffInputs", "LeaseFail"]
+LEASE_STATEMENTS = ["LeaseHeartbeat", "LeaseAck", "LeaseAckMany", "LeaseBackoffInputs", "LeaseFail",
+                    "LeaseRelease", "LeaseReleaseMany"]
 
 
 @pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
@@ -181,7 +182,8 @@ def test_a_lease_statement_fetches_its_job_by_primary_key_whatever_the_statistic
     conn = stats_without_running
     conn.execute(f"SET plan_cache_mode = {mode}")
     args = {"job_id": 2, "token": 2, "extend_ms": None, "scope": None, "result": None, "retry": True,
-            "delay_ms": 0, "error": "e", "acks": '[{"job_id": 2, "token": 2, "result": null}]'}
+            "delay_ms": 0, "error": "e", "acks": '[{"job_id": 2, "token": 2, "result": null}]',
+            "releases": '[{"job_id": 2, "token": 2, "delay_ms": 0}]'}
     plan = generic_plan(conn, getattr(Q, name), args)
     assert "jobs_lease_expiry_idx" not in plan and "Seq Scan on jobs" not in plan, plan
     assert "jobs_pkey" in plan, plan
@@ -233,6 +235,7 @@ PAGES_FOR = {
     "JobClaimMany": 400,
     "JobInsertMany": 400,
     "LeaseAckMany": 400,
+    "LeaseReleaseMany": 400,
     "JobReapExpired": 400,
     "HistoryDeleteExpired": 300,
     # A job that finishes moves: a delete from jobs, and an insert into jobs_history (five
@@ -268,10 +271,17 @@ SELECT 'big', 't' || (g % 5), g % 3, s.status, 25, v.at,
                             WHEN s.k IN (1, 2) THEN now() + interval '1 hour' + g * interval '1 ms'
                             ELSE now() - interval '3 hours' END AS at) AS v;
 -- Finished jobs live in jobs_history (migration 0010), all in its DEFAULT partition here.
+-- By column name: the two tables' orders differ (columns added after 0010 follow expires_at).
 WITH moved AS (DELETE FROM jobs WHERE status IN ('completed', 'dead', 'cancelled') RETURNING *)
--- By name: jobs_history's releases (0012) comes after expires_at, not where jobs has it.
-INSERT INTO jobs_history (id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key, created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result, lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases, expires_at)
-SELECT m.id, m.queue, m.type, m.payload, m.priority, m.status, m.attempt, m.max_attempts, m.idempotency_key, m.created_at, m.visible_at, m.locked_until, m.worker_id, m.completed_at, m.last_error, m.errors, m.result, m.lease_token, m.lease_ms, m.lease_expiries, m.claimed_at, m.aged_key, m.releases, m.completed_at + interval '7 days' FROM moved m;
+INSERT INTO jobs_history (id, queue, type, payload, priority, status, attempt, max_attempts,
+                          idempotency_key, created_at, visible_at, locked_until, worker_id,
+                          completed_at, last_error, errors, result, lease_token, lease_ms,
+                          lease_expiries, claimed_at, aged_key, releases, expires_at)
+SELECT id, queue, type, payload, priority, status, attempt, max_attempts, idempotency_key,
+       created_at, visible_at, locked_until, worker_id, completed_at, last_error, errors, result,
+       lease_token, lease_ms, lease_expiries, claimed_at, aged_key, releases,
+       completed_at + interval '7 days'
+  FROM moved;
 INSERT INTO jobs (queue, type, status, max_attempts)
 SELECT 'small' || (g % 20 + 1), 't', 'pending', 25 FROM generate_series(1, 1000) AS g;
 -- The worker token the claims are made under (tokens: a few rows, as in a deployment).
@@ -321,6 +331,7 @@ def args(big_url: str) -> dict[str, Any]:
         "queue": BIG, "queues": [BIG, "small1"], "types": None, "limit": 10, "lease_ms": None,
         "worker_id": "w", "job_id": job_id, "token": token, "extend_ms": None, "result": None,
         "acks": json.dumps([{"job_id": i, "token": t, "result": None} for i, t in leases]),
+        "releases": json.dumps([{"job_id": i, "token": t, "delay_ms": 0} for i, t in leases]),
         "job_ids": [i for i, _ in leases], "retry": True, "retry_in_ms": None, "jitter": 0.1,
         "error": "boom", "type": "t1", "payload": "{}", "priority": 0, "max_attempts": None,
         "idempotency_key": "k", "run_at": None, "delay_ms": 0,

@@ -62,7 +62,19 @@ async def async_noop(job: Job) -> None:
     return None
 
 
-handlers = {"sleep": sleep, "async_sleep": async_sleep, "noop": noop, "async_noop": async_noop}
+def slow_once(job: Job) -> dict[str, Any]:
+    """Sleeps ``payload["s"]`` seconds, unless a stopping worker released the job before
+    (``job.releases``): then it returns at once. A release does not count the claim, so the
+    next run has the same ``attempt`` and only ``releases`` tells the runs apart."""
+    _record("start", job)
+    if not job.releases:
+        time.sleep(float(job.payload.get("s", 0)))
+    _record("end", job)
+    return {"pid": os.getpid(), "attempt": job.attempt, "releases": len(job.releases)}
+
+
+handlers = {"sleep": sleep, "async_sleep": async_sleep, "noop": noop, "async_noop": async_noop,
+            "slow_once": slow_once}
 
 
 @dataclass(frozen=True)

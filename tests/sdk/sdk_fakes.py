@@ -1,7 +1,8 @@
 """An in-memory stand-in for the service's worker endpoints, as an httpx async transport.
 
 Just enough of the contract for the worker's unit tests: claim (with a long-poll that
-sleeps), heartbeat, ack, batch ack and fail, with switches to lose leases or go down.
+sleeps), heartbeat, ack, batch ack, fail, release (one and batch) and the worker's own beat,
+with switches to lose leases, go down, or be a service older than release and beats.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ class FakeService:
         self.ack_batches: list[int] = []  # size of each ack request (1 for the single call)
         self.fails: dict[str, dict[str, Any]] = {}  # job id -> fail body
         self.heartbeats: list[str] = []
+        self.releases: dict[str, dict[str, Any]] = {}  # job id -> release body
+        self.release_batches: list[int] = []  # size of each release request
+        self.beats: list[dict[str, Any]] = []  # bodies of POST /v1/workers/{id}/beat
+        # An older service: no release and no beat endpoint (404 to them).
+        self.old_service = False
+        # While set to an unset Event, every beat waits for it: a service slow to answer them.
+        self.beat_gate: asyncio.Event | None = None
         self.lose_all_leases = False
         self.down = False
         self.refused = 0  # requests turned away while down
@@ -64,13 +72,25 @@ class FakeService:
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         if self.down:
-            self.refused += 1
+            # The worker's own beats (start, stop) are not the retries this counts.
+            if not request.url.path.endswith("/beat"):
+                self.refused += 1
             raise httpx.ConnectError("connection refused", request=request)
         body = json.loads(request.content) if request.content else {}
         parts = request.url.path.strip("/").split("/")
         if parts == ["v1", "leases"]:
             return await self._claim(body)
-        action = "ack" if parts == ["v1", "leases", "ack"] else parts[3] if len(parts) > 3 else ""
+        if parts[:2] == ["v1", "workers"] and parts[3:] == ["beat"]:
+            if self.old_service:
+                return _problem(404, "not_found")
+            if self.beat_gate is not None:
+                await self.beat_gate.wait()
+            self.beats.append({"worker_id": parts[2], **body})
+            return httpx.Response(200, json={"worker_id": parts[2], **body})
+        if self.old_service and (parts == ["v1", "leases", "release"] or parts[3:] == ["release"]):
+            return _problem(404, "not_found")
+        batch = parts in (["v1", "leases", "ack"], ["v1", "leases", "release"])
+        action = parts[2] if batch else parts[3] if len(parts) > 3 else ""
         if action in self.refuse:
             self.refused_calls.append(action)
             return _problem(*self.refuse[action])
@@ -82,6 +102,10 @@ class FakeService:
             await asyncio.sleep(self.ack_latency)
             self.ack_batches.append(len(body["acks"]))
             results = [self._ack(a["lease_id"], a.get("result")) for a in body["acks"]]
+            return httpx.Response(200, json={"results": results})
+        if parts == ["v1", "leases", "release"]:
+            self.release_batches.append(len(body["releases"]))
+            results = [self._release(r["lease_id"], r) for r in body["releases"]]
             return httpx.Response(200, json={"results": results})
         lease_id, action = parts[2], parts[3]
         if action == "ack":
@@ -102,7 +126,21 @@ class FakeService:
             job = self.leased.pop(lease_id)
             self.fails[job["id"]] = body
             return httpx.Response(200, json={**job, "status": "failed"})
+        if action == "release":
+            self.release_batches.append(1)
+            job = self.leased[lease_id]
+            self._release(lease_id, body)
+            return httpx.Response(200, json={**job, "status": "pending", "attempt": job["attempt"] - 1})
         return _problem(404, "not_found")
+
+    def _release(self, lease_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.lose_all_leases or lease_id not in self.leased:
+            return {"lease_id": lease_id, "ok": False, "code": "lease_lost"}
+        job = self.leased.pop(lease_id)
+        self.releases[job["id"]] = body
+        # Back to waiting, the claim not counted: as the service does.
+        self.waiting.append({**job, "status": "pending", "attempt": job["attempt"] - 1})
+        return {"lease_id": lease_id, "ok": True}
 
     def _ack(self, lease_id: str, result: Any) -> dict[str, Any]:
         if self.lose_all_leases or lease_id not in self.leased:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -198,13 +199,47 @@ async def test_a_token_revoked_while_a_job_runs_stops_the_worker(
         pg.drop(admin_url, name)
 
 
-def test_jobq_worker_command_exits_1_with_one_clear_line(server: LiveServer, queue: str) -> None:
+def _jobq_worker(server: LiveServer, queue: str, *args: str, token: str | None = None,
+                 **popen: object) -> subprocess.Popen[str]:
+    """``jobq worker`` with the token in JOBQ_TOKEN (as the README shows), or none."""
     env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_TOKEN", "JOBQ_URL")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
-    out = subprocess.run(
+    if token is not None:
+        env["JOBQ_TOKEN"] = token
+    return subprocess.Popen(
         [sys.executable, "-m", "jobq.cli", "worker", "handlers_live:handlers", "--queues", queue,
-         "--url", server.url, "--token", WRONG],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1
-    assert "401 unauthorized" in out.stderr and "(set JOBQ_TOKEN or pass --token" in out.stderr
-    assert "Traceback" not in out.stderr
+         "--url", server.url, *args],
+        cwd=ROOT, env=env, text=True, **popen)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("how", ["JOBQ_TOKEN", "--token"])
+def test_jobq_worker_command_exits_1_with_one_clear_line(server: LiveServer, queue: str,
+                                                         how: str) -> None:
+    args, token = (["--token", WRONG], None) if how == "--token" else ([], WRONG)
+    proc = _jobq_worker(server, queue, *args, token=token,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "401 unauthorized" in stderr and "(set JOBQ_TOKEN or pass --token" in stderr
+    assert "Traceback" not in stderr
+    # The refusal is said once, as the one ERROR line.
+    errors = [line for line in stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, stderr
+    assert "claim refused by the service" in errors[0], errors
+
+
+def test_jobq_worker_takes_its_token_from_jobq_token(server: LiveServer, tokens: Tokens,
+                                                     queue: str, tmp_path: Path) -> None:
+    """The README's form, JOBQ_TOKEN=$WORKER jobq worker ...: no token on the command line."""
+    log = tmp_path / "worker.log"
+    with log.open("w") as out:
+        proc = _jobq_worker(server, queue, token=tokens.worker, stdout=out, stderr=out)
+    try:
+        with Client(server.url, token=tokens.producer) as producer:
+            job = producer.enqueue("noop", queue=queue)
+            done = producer.wait(job.id, timeout=30)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert done.status == "completed", log.read_text()
+    assert proc.returncode == 0, log.read_text()

@@ -604,6 +604,73 @@ def test_heartbeat_ack_fail_and_ack_many() -> None:
     assert [(r.ok, r.code) for r in results] == [(True, None), (False, "lease_lost")]
 
 
+def test_release_and_release_many() -> None:
+    released = job_json(
+        status="pending",
+        releases=[{"attempt": 1, "at": "2030-01-01T00:00:00Z", "worker_id": "w1", "delay_ms": 0}],
+    )
+    rec = Recorder(ok(released))
+    c = client(rec)
+    job = c.release("L 1")
+    assert (rec.last.method, rec.last.url.raw_path, rec.body()) == ("POST", b"/v1/leases/L%201/release", {})
+    assert job.status == "pending" and job.attempt == 0
+    assert [(r.attempt, r.worker_id, r.delay_ms) for r in job.releases] == [(1, "w1", 0)]
+    assert job.releases[0].at == datetime(2030, 1, 1, tzinfo=UTC) and "releases" not in job.extra
+    c.release("L1", delay_ms=5000)
+    assert rec.body() == {"delay_ms": 5000}
+
+    rec.answers = [
+        ok({"results": [{"lease_id": "L1", "ok": True},
+                        {"lease_id": "L2", "ok": False, "code": "lease_lost"},
+                        {"lease_id": "L3", "ok": False, "code": "not_found"}]})
+    ]
+    results = c.release_many(["L1", ("L2", 100), "L3"])
+    assert (rec.last.url.path, rec.body()) == ("/v1/leases/release", {"releases": [
+        {"lease_id": "L1"}, {"lease_id": "L2", "delay_ms": 100}, {"lease_id": "L3"}]})
+    assert [(r.lease_id, r.ok, r.code) for r in results] == [
+        ("L1", True, None), ("L2", False, "lease_lost"), ("L3", False, "not_found")]
+    c.release_many({"L1": 0, "L2": 7})
+    assert rec.body() == {"releases": [{"lease_id": "L1"}, {"lease_id": "L2", "delay_ms": 7}]}
+
+
+def test_a_job_from_a_service_without_releases_has_none() -> None:
+    body = job_json()
+    del body["errors"]
+    job = client(Recorder(ok(body))).get("17")
+    assert job.releases == [] and job.errors == []
+    # A malformed value is neutral too, never a crash in a worker.
+    assert client(Recorder(ok(job_json(releases="?")))).get("17").releases == []
+
+
+def test_release_of_a_lost_lease_raises_lease_lost() -> None:
+    rec = Recorder(problem(409, "lease_lost"))
+    with pytest.raises(jobq.LeaseLost):
+        client(rec).release("L1")
+
+
+def test_worker_beat_sends_what_is_given() -> None:
+    entry = {"worker_id": "w 1", "host": "h", "pid": 7, "state": "running"}
+    rec = Recorder(ok(entry))
+    started = datetime(2030, 1, 1, 1, tzinfo=timezone(timedelta(hours=1)))
+    got = client(rec).worker_beat("w 1", host="h", pid=7, concurrency=4, queues="email",
+                                  in_flight=0, started_at=started, state="running")
+    assert got == entry
+    assert rec.last.url.raw_path == b"/v1/workers/w%201/beat"
+    assert rec.body() == {"host": "h", "pid": 7, "concurrency": 4, "queues": ["email"],
+                          "in_flight": 0, "started_at": "2030-01-01T00:00:00Z", "state": "running"}
+    client(rec).worker_beat("w1", state="stopped")
+    assert rec.body() == {"state": "stopped"}
+
+
+async def test_async_release_mirrors_the_blocking_one() -> None:
+    rec = Recorder(ok(job_json(status="pending")), ok({"results": [{"lease_id": "L1", "ok": True}]}))
+    async with AsyncClient(URL, transport=httpx.MockTransport(rec)) as c:
+        assert (await c.release("L1", delay_ms=10)).status == "pending"
+        assert rec.body() == {"delay_ms": 10}
+        assert [r.ok for r in await c.release_many(["L1"])] == [True]
+        assert (rec.last.url.path, rec.body()) == ("/v1/leases/release", {"releases": [{"lease_id": "L1"}]})
+
+
 def test_lost_lease_on_ack() -> None:
     rec = Recorder(problem(409, "lease_lost"))
     with pytest.raises(jobq.LeaseLost):

@@ -11,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from handlers_live import RUNS_ENV, Run, read_runs, running
 
@@ -59,7 +61,8 @@ def queue() -> str:
 class WorkerProcess:
     """``python -m jobq.cli worker handlers_live:handlers`` in its own process."""
 
-    def __init__(self, url: str, queue: str, runs: Path, worker_id: str, concurrency: int = 1) -> None:
+    def __init__(self, url: str, queue: str, runs: Path, worker_id: str, concurrency: int = 1,
+                 args: Sequence[str] = ()) -> None:
         self.log_path = runs.with_name(f"{worker_id}.log")
         env = {
             **os.environ,
@@ -82,6 +85,7 @@ class WorkerProcess:
                     url,
                     "--worker-id",
                     worker_id,
+                    *args,
                 ],
                 cwd=ROOT,
                 env=env,
@@ -226,6 +230,77 @@ def test_sigterm_lets_running_jobs_finish_without_duplicates_and_exits_0(
     assert sorted(Counter(r.job_id for r in starts(runs)).values()) == [1] * 8
     second.proc.send_signal(signal.SIGTERM)
     assert second.proc.wait(30) == 0, second.log()
+
+
+def test_a_stop_releases_running_and_prefetched_jobs_without_spending_their_attempt(
+    server: LiveServer, jobq: Client, queue: str, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    """Ctrl-C on `jobq worker --grace-period 1` while a job with max_attempts 1 runs and
+    another waits prefetched: both go back pending, attempt 0, nothing in `errors`, and
+    another worker runs them. Before, the hand-back was a fail that spent the last attempt:
+    both ended dead."""
+    runs = tmp_path / "runs"
+    running_job = jobq.enqueue("slow_once", {"s": 60}, queue=queue, max_attempts=1)
+    first = start(workers, server.url, queue, runs, "first", concurrency=1,
+                  args=["--grace-period", "1", "--prefetch", "1"])
+    eventually(lambda: starts(runs, running_job.id), what=lambda: f"the job started; log:\n{first.log()}")
+    waiting_job = jobq.enqueue("slow_once", {"s": 60}, queue=queue, max_attempts=1)
+    eventually(lambda: jobq.get(waiting_job.id).worker_id == "first", poll_s=0.05,
+               what=lambda: f"the second job prefetched; log:\n{first.log()}")
+    assert starts(runs, waiting_job.id) == []  # held, not started: the slot is taken
+
+    first.proc.send_signal(signal.SIGINT)
+    assert first.proc.wait(30) == 0, first.log()
+    log = first.log()
+    for job, why in ((running_job, "shutdown"), (waiting_job, "shutdown, never started")):
+        line = next((x for x in log.splitlines() if f"job {job.id} (slow_once)" in x), log)
+        assert f"attempt 1/1: released ({why}) (ran " in line, log
+        now = jobq.get(job.id)
+        assert (now.status, now.attempt, now.errors, now.worker_id) == ("pending", 0, [], None), now
+        assert [(r.attempt, r.worker_id) for r in now.releases] == [(1, "first")], now
+    assert "handed back" not in log and "grace period over: releasing 1 job" in log, log
+    shown = subprocess.run([sys.executable, "-m", "jobq.cli", "job", running_job.id, "--url", server.url],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "100"})
+    assert shown.returncode == 0, shown.stderr
+    assert "releases (1, not counted as attempts)" in shown.stdout and "first" in shown.stdout, shown.stdout
+    assert ends(runs) == []  # the running job was given up, not finished
+
+    second = start(workers, server.url, queue, runs, "second", concurrency=2)
+    for job in (running_job, waiting_job):
+        done = jobq.wait(job.id, timeout=30)
+        # The same attempt 1 of 1 again, run to the end this time.
+        assert done.result == {"pid": second.pid, "attempt": 1, "releases": 1}, done
+    second.proc.send_signal(signal.SIGINT)
+    assert second.proc.wait(30) == 0, second.log()
+
+
+# The worker process's own beat
+
+
+def _listed(server: LiveServer, worker_id: str) -> dict[str, Any] | None:
+    """The entry of GET /v1/workers for ``worker_id``, if it is listed."""
+    with httpx.Client(base_url=server.url) as http:
+        answer = http.get("/v1/workers")
+    assert answer.status_code == 200, answer.text
+    return next((w for w in answer.json()["workers"] if w["worker_id"] == worker_id), None)
+
+
+def test_an_idle_jobq_worker_is_listed_with_its_process_and_shows_stopped_after_exit(
+    server: LiveServer, queue: str, tmp_path: Path, workers: list[WorkerProcess]
+) -> None:
+    """A worker that has had no job is known to the service all the same (it beats), with
+    what an operator needs to find it; once it exits it says so."""
+    worker_id = f"idle-{queue}"
+    idle = start(workers, server.url, queue, tmp_path / "runs", worker_id, concurrency=3)
+    entry = eventually(lambda: _listed(server, worker_id), poll_s=0.1,
+                       what=lambda: f"the idle worker listed; log:\n{idle.log()}")
+    assert (entry["host"], entry["pid"], entry["concurrency"]) == (socket.gethostname(), idle.pid, 3), entry
+    assert (entry["state"], entry["in_flight"]) == ("running", 0), entry
+    assert entry["started_at"] is not None, entry
+    idle.proc.send_signal(signal.SIGINT)
+    assert idle.proc.wait(30) == 0, idle.log()
+    after = _listed(server, worker_id)
+    assert after is not None and after["state"] == "stopped", after
 
 
 # Heartbeats

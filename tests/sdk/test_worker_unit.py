@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,8 @@ import pytest
 from sdk_fakes import FakeService
 
 import jobq.client as jobq
-from jobq.worker import Discard, Retry, Worker, load_handlers
+from jobq.worker import Discard, Retry, Worker, load_handlers, run_worker
+from jobq.worker import _worker as worker_module
 from tests.waiting import aeventually
 
 URL = "http://jobq.test"
@@ -166,7 +170,7 @@ async def test_acks_go_out_while_a_long_poll_is_open() -> None:
     assert fake.claims_open_at_ack and all(n == 1 for n in fake.claims_open_at_ack)
 
 
-async def test_stop_hands_back_prefetched_jobs_at_once_but_runs_a_last_attempt() -> None:
+async def test_stop_releases_prefetched_jobs_at_once_in_one_batch() -> None:
     fake = FakeService()
     running = fake.add("t")
     last = fake.add("t", max_attempts=1)  # the claim makes this attempt 1 of 1
@@ -176,8 +180,9 @@ async def test_stop_hands_back_prefetched_jobs_at_once_but_runs_a_last_attempt()
     async def handler(job: jobq.Job) -> str:
         if job.id == running:
             await stopping.wait()
-            # Handed back while this job still runs, not after the grace period.
-            await aeventually(lambda: spare in fake.fails, what="the spare job handed back")
+            # Released while this job still runs, not after the grace period.
+            await aeventually(lambda: {last, spare} <= set(fake.releases),
+                              what="the prefetched jobs released")
         return job.id
 
     worker = make_worker(fake, {"t": handler}, concurrency=1, prefetch=2, grace_period=5)
@@ -186,10 +191,13 @@ async def test_stop_hands_back_prefetched_jobs_at_once_but_runs_a_last_attempt()
     worker.stop()
     stopping.set()
     await asyncio.wait_for(task, 5)
-    assert fake.fails[spare]["retry_in_ms"] == 0 and "prefetched" in fake.fails[spare]["error"]
-    # Handing the last attempt back would have sent it dead: it ran in the grace period.
-    assert fake.acks == {running: running, last: last}
+    # Released, not failed: a release spends no attempt, so the last attempt goes back too,
+    # and both in one request.
+    assert set(fake.releases) == {last, spare} and fake.release_batches == [2]
+    assert fake.fails == {}
+    assert fake.acks == {running: running}
     assert fake.leased == {}
+    assert {j["id"]: j["attempt"] for j in fake.waiting} == {last: 0, spare: 0}
 
 
 async def test_jobs_finishing_together_are_acked_in_one_batch() -> None:
@@ -302,7 +310,8 @@ async def test_stop_aborts_the_long_poll() -> None:
     assert time.monotonic() - started < 0.5
 
 
-async def test_graceful_stop_acks_what_finishes_and_hands_back_the_rest() -> None:
+async def test_graceful_stop_acks_what_finishes_and_releases_the_rest(
+        caplog: pytest.LogCaptureFixture) -> None:
     fake = FakeService()
     quick, stuck_async, stuck_sync = fake.add("quick"), fake.add("stuck"), fake.add("blocking")
     unblock = threading.Event()
@@ -319,6 +328,7 @@ async def test_graceful_stop_acks_what_finishes_and_hands_back_the_rest() -> Non
 
     handlers = {"quick": quick_handler, "stuck": stuck_handler, "blocking": blocking_handler}
     worker = make_worker(fake, handlers, grace_period=0.4)
+    caplog.set_level(logging.INFO, logger="jobq")
     task = asyncio.create_task(worker.run_async())
     await aeventually(lambda: len(fake.leased) == 3, what="three jobs leased")
     started = time.monotonic()
@@ -327,9 +337,104 @@ async def test_graceful_stop_acks_what_finishes_and_hands_back_the_rest() -> Non
     unblock.set()
     assert 0.35 < time.monotonic() - started < 1.5
     assert fake.acks == {quick: "done"}
+    # Both outlasting jobs go back in one batch release, their attempts not spent.
+    assert set(fake.releases) == {stuck_async, stuck_sync} and fake.release_batches == [2]
+    assert fake.fails == {}
+    messages = [r.getMessage() for r in caplog.records]
     for job_id in (stuck_async, stuck_sync):
-        assert fake.fails[job_id]["retry_in_ms"] == 0
-        assert "shut down" in fake.fails[job_id]["error"]
+        line = next(m for m in messages if m.startswith(f"job {job_id} "))
+        assert ": released (shutdown) (ran " in line, line
+    assert "grace period over: releasing 2 jobs" in messages
+    assert "waiting up to 0.4s for 3 jobs" in messages
+    assert not any("handed back" in m for m in messages), messages
+
+
+async def test_one_job_left_is_one_job_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeService()
+    stuck = fake.add("t")
+
+    async def handler(job: jobq.Job) -> None:
+        await asyncio.sleep(60)
+
+    caplog.set_level(logging.INFO, logger="jobq")
+    worker = make_worker(fake, {"t": handler}, grace_period=0.1)
+    task = asyncio.create_task(worker.run_async())
+    await aeventually(lambda: len(fake.leased) == 1, what="the job leased")
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+    messages = [r.getMessage() for r in caplog.records]
+    assert "waiting up to 0.1s for 1 job" in messages
+    assert "grace period over: releasing 1 job" in messages
+    assert set(fake.releases) == {stuck} and fake.release_batches == [1]
+
+
+async def test_a_service_without_release_gets_the_old_hand_back() -> None:
+    """An older service answers 404 to release: the jobs go back as before (a fail with
+    retry_in_ms 0), not left to expire."""
+    fake = FakeService()
+    fake.old_service = True
+    running, spare = fake.add("t"), fake.add("t")
+
+    async def handler(job: jobq.Job) -> None:
+        await asyncio.sleep(60)
+
+    worker = make_worker(fake, {"t": handler}, concurrency=1, prefetch=1, grace_period=0.2)
+    task = asyncio.create_task(worker.run_async())
+    await aeventually(lambda: len(fake.leased) == 2, what="two jobs leased")
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+    assert fake.releases == {}
+    assert {k: v["retry_in_ms"] for k, v in fake.fails.items()} == {running: 0, spare: 0}
+    assert "prefetched" in fake.fails[spare]["error"] and "shut down" in fake.fails[running]["error"]
+
+
+async def test_the_worker_reports_itself_at_start_while_running_and_as_it_stops(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "WORKER_BEAT_S", 0.1)
+    fake = FakeService()
+    gate = asyncio.Event()
+
+    async def handler(job: jobq.Job) -> None:
+        await gate.wait()
+
+    worker = make_worker(fake, {"t": handler}, concurrency=3, worker_id="w-beat")
+    task = asyncio.create_task(worker.run_async())
+    await aeventually(lambda: bool(fake.beats), what="the first beat")
+    first = fake.beats[0]
+    assert first["worker_id"] == "w-beat" and first["state"] == "running"
+    assert first["host"] == socket.gethostname() and first["pid"] == os.getpid()
+    assert first["concurrency"] == 3 and first["queues"] == ["default"] and first["in_flight"] == 0
+    assert datetime.fromisoformat(first["started_at"]).utcoffset() == timedelta(0)
+    fake.add("t")
+    # Idle or busy, it keeps beating, and says how many jobs it holds.
+    await aeventually(lambda: fake.beats[-1]["in_flight"] == 1, what="a beat with a job in flight")
+    gate.set()
+    worker.stop()
+    await asyncio.wait_for(task, 5)
+    states = [b["state"] for b in fake.beats]
+    assert states[-2:] == ["stopping", "stopped"] and set(states[:-2]) == {"running"}, states
+    assert len({b["started_at"] for b in fake.beats}) == 1
+
+
+async def test_beats_refused_or_slow_never_hold_up_the_jobs(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(worker_module, "WORKER_BEAT_TIMEOUT_S", 0.2)
+    caplog.set_level(logging.DEBUG, logger="jobq")
+    # A service that predates beats: 404 to every one.
+    fake = FakeService()
+    fake.old_service = True
+    job_id = fake.add("t")
+    await run_until(make_worker(fake, {"t": lambda j: "done"}), lambda: job_id in fake.acks)
+    loud = [r.getMessage() for r in caplog.records if r.levelno > logging.INFO]
+    assert not loud, loud
+    assert any("worker beat (running) not sent" in r.getMessage() and r.levelno == logging.DEBUG
+               for r in caplog.records)
+    # A service that does not answer beats at all: jobs are done all the same.
+    fake = FakeService()
+    fake.beat_gate = asyncio.Event()
+    job_id = fake.add("t")
+    await run_until(make_worker(fake, {"t": lambda j: "done"}), lambda: job_id in fake.acks)
+    assert fake.beats == []
 
 
 async def test_backs_off_while_the_service_is_down() -> None:
@@ -365,7 +470,7 @@ async def test_a_refused_heartbeat_stops_the_worker_instead_of_beating_again() -
     fake = FakeService()
     job_id = fake.add("t")
     # A token revoked while the job runs: every call of this worker is refused from now on.
-    fake.refuse = {"heartbeat": (401, "unauthorized"), "fail": (401, "unauthorized")}
+    fake.refuse = {"heartbeat": (401, "unauthorized"), "release": (401, "unauthorized")}
 
     async def long_job(job: jobq.Job) -> None:
         await asyncio.sleep(60)  # runs until the refused heartbeat stops the worker
@@ -373,9 +478,9 @@ async def test_a_refused_heartbeat_stops_the_worker_instead_of_beating_again() -
     worker = make_worker(fake, {"t": long_job}, lease_ms=150, concurrency=1, grace_period=0.3)
     with pytest.raises(jobq.Unauthorized):
         await asyncio.wait_for(worker.run_async(), 5)
-    # One beat refused, then the hand-back of the job (refused too); no retry of either, and
+    # One beat refused, then the release of the job (refused too); no retry of either, and
     # no more claims once refused.
-    assert fake.refused_calls == ["heartbeat", "fail"]
+    assert fake.refused_calls == ["heartbeat", "release"]
     assert len(fake.claims) == 1 and job_id not in fake.acks
 
 
@@ -388,6 +493,23 @@ async def test_a_refused_ack_stops_the_worker_and_sends_no_fail() -> None:
         await asyncio.wait_for(worker.run_async(), 5)
     assert fake.refused_calls == ["ack"]
     assert fake.fails == {} and fake.acks == {}
+
+
+@pytest.mark.parametrize("status", [(401, "unauthorized"), (403, "forbidden")])
+def test_run_worker_logs_a_refusal_once(status: tuple[int, str], tmp_path: Path,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    """What `jobq worker` runs: a claim refused for the token is one ERROR line naming the
+    call and the remedy, and exit status 1; not the same refusal said twice."""
+    (tmp_path / "refused_jobs.py").write_text("handlers = {'t': print}\n")
+    fake = FakeService()
+    fake.claim_status = status
+    caplog.set_level(logging.INFO, logger="jobq")
+    code = run_worker(URL, "refused_jobs:handlers", "default", app_dir=str(tmp_path),
+                      transport=fake.transport, wait_ms=200)
+    assert code == 1
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("claim refused by the service") and status[1] in errors[0].lower()
 
 
 def test_worker_checks_its_arguments() -> None:

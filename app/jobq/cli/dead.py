@@ -60,7 +60,8 @@ def dead_purge(ctx: typer.Context, queue: Queue = None, type: Type = None,  # no
                url: Url = DEFAULT_URL, token: Token = None, as_json: AsJson = False) -> None:
     """Delete matching dead jobs; with no --queue or --type, every dead job (asks first)."""
     if queue is None and type is None and not yes:
-        what = f"the {limit} oldest dead jobs" if limit else "every dead job"
+        what = ("the oldest dead job" if limit == 1 else f"the {limit} oldest dead jobs" if limit
+                else "every dead job")
         if not sys.stdin.isatty():
             fail(f"no --queue or --type: this would delete {what} in every queue; pass "
                  "--yes to confirm (there is no terminal to ask)", code=2, as_json=as_json)

@@ -139,7 +139,7 @@ def _when(when: datetime | None, now: datetime) -> Text:
 
 def job_details(job: Job, now: datetime | None = None) -> RenderableType:
     """One job for a person: what it is, where it stands, its times, its payload and
-    result, and every failed attempt. ``last_error`` is the current failure only (the
+    result, every failed attempt and every release. ``last_error`` is the current failure only (the
     service clears it when the job completes); the history is the errors table."""
     now = now or _now()
     rows: list[tuple[str, Any]] = [
@@ -183,6 +183,23 @@ def job_details(job: Job, now: datetime | None = None) -> RenderableType:
                 Text(str(e.attempt)), Text(e.kind), Text(stamp(e.at)), Text(e.error.splitlines()[0] if e.error else "")
             )
         parts.append(errors)
+    if job.releases:
+        # Claims handed back unfinished (a worker stopping): not failures, not counted.
+        releases = Table(
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            show_edge=False,
+            title=f"releases ({len(job.releases)}, not counted as attempts)",
+            title_justify="left",
+        )
+        releases.add_column("attempt", justify="right", no_wrap=True)
+        releases.add_column("at", no_wrap=True)
+        releases.add_column("worker", overflow="fold")
+        releases.add_column("delay", justify="right", no_wrap=True)
+        for r in job.releases:
+            releases.add_row(Text(str(r.attempt)), Text(stamp(r.at)), Text(r.worker_id or "-"),
+                             Text(span(r.delay_ms / 1000) if r.delay_ms else "0"))
+        parts.append(releases)
     return Group(*parts)
 
 

@@ -168,6 +168,44 @@ def ack_many_body(acks: Iterable[tuple[str, Any]] | Mapping[str, Any]) -> dict[s
     return {"acks": [{"lease_id": lease_id, "result": result} for lease_id, result in pairs]}
 
 
+def release_body(delay_ms: int) -> dict[str, Any]:
+    # No delay is the service's default: an empty body is what an older caller sends too.
+    return {"delay_ms": delay_ms} if delay_ms else {}
+
+
+def release_many_body(
+    releases: Iterable[str | tuple[str, int]] | Mapping[str, int],
+) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    pairs = releases.items() if isinstance(releases, Mapping) else releases
+    for item in pairs:
+        lease_id, delay_ms = (item, 0) if isinstance(item, str) else item
+        items.append({"lease_id": lease_id, **release_body(delay_ms)})
+    return {"releases": items}
+
+
+def worker_beat_body(
+    *,
+    host: str | None,
+    pid: int | None,
+    concurrency: int | None,
+    queues: Iterable[str] | None,
+    in_flight: int | None,
+    started_at: datetime | None,
+    state: str | None,
+) -> dict[str, Any]:
+    fields = {
+        "host": host,
+        "pid": pid,
+        "concurrency": concurrency,
+        "queues": _names(queues) if queues is not None else None,
+        "in_flight": in_flight,
+        "started_at": rfc3339(started_at) if started_at is not None else None,
+        "state": state,
+    }
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def dead_filter(queue: str | None, type: str | None, limit: int | None) -> dict[str, Any]:
     return {
         k: v for k, v in {"queue": queue, "type": type, "limit": limit}.items() if v is not None

@@ -24,6 +24,7 @@ from jobq.client._models import (
     NewJob,
     Queue,
     QueuePage,
+    ReleaseResult,
     Schedule,
     Subscription,
     Topic,
@@ -515,3 +516,48 @@ class Client:
         body = b.fail_body(error, retry, retry_in_ms)
         data = self._request("POST", b.path("leases", lease_id, "fail"), body=body)
         return Job.from_json(data)
+
+    def release(self, lease_id: str, delay_ms: int = 0) -> Job:
+        """Hand the job back unfinished: it is ``pending`` again (visible after
+        ``delay_ms``) and the claim does not count against ``max_attempts``; nothing goes
+        into ``errors``. The job's ``releases`` records it. Raises ``LeaseLost`` if the
+        lease is gone."""
+        url = b.path("leases", lease_id, "release")
+        return Job.from_json(self._request("POST", url, body=b.release_body(delay_ms)))
+
+    def release_many(
+        self, releases: Iterable[str | tuple[str, int]] | Mapping[str, int]
+    ) -> list[ReleaseResult]:
+        """Release many leases at once (up to 1000): lease ids, ``(lease_id, delay_ms)``
+        pairs or ``{lease_id: delay_ms}``. A lost lease does not fail the others, so check
+        each ``ReleaseResult.ok``."""
+        body = b.release_many_body(releases)
+        data = self._request("POST", b.path("leases", "release"), body=body)
+        return [ReleaseResult.from_json(r) for r in data["results"]]
+
+    def worker_beat(
+        self,
+        worker_id: str,
+        *,
+        host: str | None = None,
+        pid: int | None = None,
+        concurrency: int | None = None,
+        queues: Iterable[str] | None = None,
+        in_flight: int | None = None,
+        started_at: datetime | None = None,
+        state: str | None = None,
+    ) -> dict[str, Any]:
+        """Report a worker process as alive (``state``: ``running``, ``stopping`` or
+        ``stopped``), so ``GET /v1/workers`` lists it even while it holds no job. Returns
+        the service's entry for it. ``Worker`` does this by itself every 10 seconds."""
+        body = b.worker_beat_body(
+            host=host,
+            pid=pid,
+            concurrency=concurrency,
+            queues=queues,
+            in_flight=in_flight,
+            started_at=started_at,
+            state=state,
+        )
+        data = self._request("POST", b.path("workers", worker_id, "beat"), body=body)
+        return data if isinstance(data, dict) else {}

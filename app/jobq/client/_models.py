@@ -50,6 +50,10 @@ def _opt_int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _int_map(value: Any) -> dict[str, int]:
     if not isinstance(value, dict):
         return {}
@@ -75,9 +79,30 @@ class JobError:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class JobRelease:
+    """One claim handed back with ``release`` (a worker stopping, say), in a job's
+    ``releases`` history: it did not count against ``max_attempts``."""
+
+    attempt: int  # the number the released claim had
+    at: datetime | None
+    worker_id: str | None
+    delay_ms: int = 0
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobRelease:
+        worker_id = data.get("worker_id")
+        return cls(
+            attempt=_int(data.get("attempt")),
+            at=parse_time(data.get("at")),
+            worker_id=worker_id if isinstance(worker_id, str) else None,
+            delay_ms=_int(data.get("delay_ms")),
+        )
+
+
 _JOB_FIELDS = frozenset(
     "id queue type payload priority status attempt max_attempts idempotency_key created_at "
-    "visible_at locked_until worker_id completed_at last_error errors result".split()
+    "visible_at locked_until worker_id completed_at last_error errors releases result".split()
 )
 
 
@@ -106,6 +131,8 @@ class Job:
     completed_at: datetime | None = None
     last_error: str | None = None
     errors: list[JobError] = field(default_factory=list)
+    # Empty from a service that predates release, as for a job never released.
+    releases: list[JobRelease] = field(default_factory=list)
     result: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -118,6 +145,7 @@ class Job:
     def from_json(cls, data: dict[str, Any]) -> Job:
         payload = data.get("payload")
         errors = data.get("errors")
+        releases = data.get("releases")
         return cls(
             id=str(data["id"]),
             queue=str(data.get("queue") or ""),
@@ -135,6 +163,7 @@ class Job:
             completed_at=parse_time(data.get("completed_at")),
             last_error=data.get("last_error"),
             errors=[JobError.from_json(e) for e in errors or [] if isinstance(e, dict)],
+            releases=[JobRelease.from_json(r) for r in _list(releases) if isinstance(r, dict)],
             result=data.get("result"),
             extra=_extra(data, _JOB_FIELDS),
         )
@@ -192,6 +221,20 @@ class AckResult:
             code=data.get("code"),
             already_completed=data.get("already_completed") is True,
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseResult:
+    """One entry of a batch release: ``ok``, or ``code`` says why not (``lease_lost``,
+    ``not_found``)."""
+
+    lease_id: str
+    ok: bool
+    code: str | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReleaseResult:
+        return cls(lease_id=str(data.get("lease_id")), ok=data.get("ok") is True, code=data.get("code"))
 
 
 _SETTINGS_FIELDS = frozenset(

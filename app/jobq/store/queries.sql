@@ -400,7 +400,7 @@ UPDATE jobs j
    SET status       = 'pending',
        visible_at   = now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0),
        aged_key     = jobq_aged_key(now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0), j.priority,
-                                    (SELECT q.aging_ms FROM queues q WHERE q.name = j.queue)),
+                                    q.aging_ms),
        attempt      = j.attempt - 1,
        locked_until = NULL,
        worker_id    = NULL,
@@ -410,7 +410,9 @@ UPDATE jobs j
                           'worker_id', j.worker_id,
                           'delay_ms', %(delay_ms)s::bigint)),
                       '$[last - 19 to last]')
- WHERE j.id = %(job_id)s AND j.lease_token = %(token)s AND (j.status = 'running') IS TRUE
+  FROM queues q  -- as LeaseFail: a job's queue exists while the job does
+ WHERE q.name = j.queue
+   AND j.id = %(job_id)s AND j.lease_token = %(token)s AND (j.status = 'running') IS TRUE
    AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
 RETURNING j.*;
 -- name: LeaseReleaseMany
@@ -419,7 +421,7 @@ UPDATE jobs j
    SET status       = 'pending',
        visible_at   = now() + make_interval(secs => a.delay_ms / 1000.0),
        aged_key     = jobq_aged_key(now() + make_interval(secs => a.delay_ms / 1000.0), j.priority,
-                                    (SELECT q.aging_ms FROM queues q WHERE q.name = j.queue)),
+                                    q.aging_ms),
        attempt      = j.attempt - 1,
        locked_until = NULL,
        worker_id    = NULL,
@@ -429,8 +431,9 @@ UPDATE jobs j
                           'worker_id', j.worker_id,
                           'delay_ms', a.delay_ms)),
                       '$[last - 19 to last]')
-  FROM jsonb_to_recordset(%(releases)s::jsonb) AS a(job_id bigint, token bigint, delay_ms bigint)
- WHERE j.id = a.job_id AND j.lease_token = a.token AND (j.status = 'running') IS TRUE
+  FROM jsonb_to_recordset(%(releases)s::jsonb) AS a(job_id bigint, token bigint, delay_ms bigint),
+       queues q
+ WHERE q.name = j.queue AND j.id = a.job_id AND j.lease_token = a.token AND (j.status = 'running') IS TRUE
    AND (%(scope)s::text IS NULL OR j.queue ~ %(scope)s::text)
    -- Lets a cached generic plan fetch the jobs by primary key (see LeaseAckMany).
    AND j.id = ANY (ARRAY(SELECT (e->>'job_id')::bigint FROM jsonb_array_elements(%(releases)s::jsonb) AS e))

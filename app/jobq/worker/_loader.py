@@ -25,6 +25,9 @@ from jobq.worker._worker import (
 
 log = logging.getLogger("jobq.worker")
 
+# What `jobq worker` serves without --queues: the queue a job goes to without one.
+DEFAULT_QUEUE = "default"
+
 
 def load_handlers(spec: str) -> dict[str, Handler]:
     """Import ``"package.module:attribute"`` and return its handlers.
@@ -43,7 +46,9 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"handler spec {spec!r}: cannot import {module_name!r}: {exc}") from exc
+        raise ValueError(
+            f"handler spec {spec!r}: cannot import {module_name!r}: {exc}{_dotted_hint(module_name, attr_path)}"
+        ) from exc
     except Exception as exc:
         # The module itself raised while importing: say what and where, in one line.
         raise ValueError(
@@ -77,6 +82,18 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     return handlers
 
 
+def _dotted_hint(module_name: str, attr_path: str) -> str:
+    """For a spec written as a file path (``myapp/jobs.py:handlers``): the dotted module
+    name it means, since Python imports modules, not files."""
+    if not any(mark in module_name for mark in ("/", "\\")) and not module_name.endswith(".py"):
+        return ""
+    dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+    top = dotted.split(".")[0]
+    holds = f"{top}/" if "." in dotted else f"{top}.py"
+    return (f"; the spec is a dotted module name, not a file path: '{dotted}:{attr_path}', "
+            f"run from the folder that holds {holds}")
+
+
 def _where(exc: BaseException) -> str:
     """``TypeError: message (at file.py:12)``: an exception and where it was raised."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -87,7 +104,7 @@ def _where(exc: BaseException) -> str:
 def run_worker(
     url: str,
     spec: str,
-    queues: Sequence[str] | str,
+    queues: Sequence[str] | str | None,
     concurrency: int = DEFAULT_CONCURRENCY,
     *,
     token: str | None = None,
@@ -105,7 +122,8 @@ def run_worker(
     """Load ``spec`` with ``load_handlers``, run a ``Worker`` until SIGTERM/SIGINT and
     return the process exit status (``log_level`` applies when logging is not set up yet;
     below DEBUG, httpx's per-request lines are silenced): 0 after a graceful stop, 1 when the service refused
-    to hand out work (bad token, forbidden queue). ``queues`` may be ``"default,email"``.
+    to hand out work (bad token, forbidden queue). ``queues`` may be ``"default,email"``;
+    ``None`` serves ``default`` and the start line says that no ``--queues`` was given.
 
     ``app_dir`` goes first on ``sys.path`` (the current directory by default), since a
     console script does not put it there and ``myapp.jobs`` would not be found.
@@ -114,7 +132,10 @@ def run_worker(
         path = os.path.abspath(app_dir)
         if path not in sys.path:
             sys.path.insert(0, path)
-    if isinstance(queues, str):
+    queues_source = None
+    if queues is None:
+        queues, queues_source = [DEFAULT_QUEUE], "no --queues given"
+    elif isinstance(queues, str):
         queues = [q.strip() for q in queues.split(",") if q.strip()]
     if not logging.getLogger().handlers:
         logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -136,12 +157,16 @@ def run_worker(
         transport=transport,
         prefetch=prefetch,
         url_source=url_source,
+        queues_source=queues_source,
     )
     if on_ready is not None:
         on_ready(worker)
     try:
         worker.run()
     except APIError as exc:
-        log.error("worker stopped: %s%s", exc, _hint(exc))
+        # The worker logged the refusal as it stopped, naming the call: a second ERROR line
+        # for the same answer would read as a second problem.
+        if exc is not worker.refusal:
+            log.error("worker stopped: %s%s", exc, _hint(exc))
         return 1
     return 0

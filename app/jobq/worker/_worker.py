@@ -17,7 +17,11 @@ long-poll for a connection and a claim never waits behind a report.
 - one heartbeat task extends every held lease, prefetched ones too, at a third of its
   length (the contract has no batch heartbeat, so the calls go out concurrently);
 - one acker task batches acks: whatever finishes while an ack is in flight goes out
-  together in the next ``POST /v1/leases/ack``.
+  together in the next ``POST /v1/leases/ack``; a releaser does the same for the jobs a
+  stop hands back (``POST /v1/leases/release``);
+- one task reports the worker process itself (``POST /v1/workers/{id}/beat``) at start,
+  every ``WORKER_BEAT_S`` and as it stops, so the service lists it even while idle; a beat
+  that fails is logged at DEBUG and forgotten (an older service answers 404).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from jobq.client import (
     Job,
     Lease,
     LeaseLost,
+    MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
     RetryableError,
@@ -91,10 +96,22 @@ LONG_POLLS_FULL: Final = "too_many_long_polls"
 MIN_EMPTY_POLL_S: Final = 0.25
 # Error texts are stored with the job; keep them well under the service's body limit.
 MAX_ERROR_CHARS: Final = 16_000
-SHUTDOWN_ERROR: Final = "worker shut down before the job finished; handed back for another worker"
-UNSTARTED_ERROR: Final = (
-    "worker shut down before the prefetched job started; handed back for another worker"
+# The process's own beat (POST /v1/workers/{id}/beat): its rhythm, and how long one may take
+# before it is dropped (a beat never holds up a stop).
+WORKER_BEAT_S: Final = 10.0
+WORKER_BEAT_TIMEOUT_S: Final = 5.0
+# A service that predates release (404 or 405 to it) gets the old hand-back: a fail with
+# retry_in_ms 0, which spends the attempt. These are its error texts.
+SHUTDOWN_ERROR: Final = (
+    "worker shut down before the job finished; handed back as a failed attempt "
+    "(this service cannot release)"
 )
+UNSTARTED_ERROR: Final = (
+    "worker shut down before the prefetched job started; handed back as a failed attempt "
+    "(this service cannot release)"
+)
+# What the releaser answers when the service has no release endpoint.
+NO_RELEASE: Final = "no_release"
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,14 @@ class _Fail:
     error: str
     retry: bool | None = None
     retry_in_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class _Release:
+    """Hand the job back without spending its attempt (the worker is stopping)."""
+
+    why: str  # for the log line: "released (shutdown)"
+    fallback_error: str  # the fail sent instead to a service that cannot release
 
 
 @dataclass(eq=False)
@@ -122,7 +147,7 @@ class _Running:
     beating: bool = False
     reporting: bool = False  # the handler is done; its ack or fail is under way
     lost: bool = False  # the service says the lease is gone: never ack or fail it
-    abandoned: bool = False  # the grace period ran out: hand it back
+    abandoned: bool = False  # the grace period ran out: release it
     started: float | None = None  # loop time the handler started (None while prefetched)
     ran_s: float | None = None  # how long the handler ran, once it returned
 
@@ -204,13 +229,18 @@ class Worker:
       the work. Prefetched jobs are leased (and heartbeated) but wait; a busy worker
       holding them keeps them from an idle one, so keep it small (about the number of jobs
       one slot finishes during a round trip to the service). On shutdown, prefetched jobs
-      not yet started are handed back at once (``fail`` with ``retry_in_ms: 0``), except a
-      job on its last attempt, which a hand-back would send dead: it runs in the grace
-      period when a slot frees, like the jobs already running.
+      not yet started are released at once (``POST /v1/leases/release``: pending again,
+      the attempt not counted) for another worker to take.
 
     ``url_source`` says what chose ``url`` (``jobq worker`` passes ``"--url"`` or
-    ``"JOBQ_URL"``); the start line and every connection error in the log name both. Each
-    job's outcome is one INFO line: id, type, attempt, what happened and how long it ran.
+    ``"JOBQ_URL"``); the start line and every connection error in the log name both;
+    ``queues_source``, when given, is said after the queues in the start line (``jobq
+    worker`` says ``no --queues given``). Each job's outcome is one INFO line: id, type,
+    attempt, what happened and how long it ran.
+
+    The worker reports itself to the service (``POST /v1/workers/{worker_id}/beat``: host,
+    pid, concurrency, queues, jobs in flight, start time, state) at start, every 10 s and
+    as it stops, so ``GET /v1/workers`` lists it even while it holds no job.
 
     Without ``lease_ms`` the queue's lease length applies; the heartbeat rhythm is then read
     off the first ``locked_until``, which assumes the clocks agree to within seconds.
@@ -236,6 +266,7 @@ class Worker:
         transport: httpx.AsyncBaseTransport | None = None,
         prefetch: int = DEFAULT_PREFETCH,
         url_source: str = "the url argument",
+        queues_source: str | None = None,
     ) -> None:
         check_url(url)  # ValueError now, not a transport error at the first claim
         if isinstance(queues, str):
@@ -259,6 +290,7 @@ class Worker:
             raise ValueError(f"grace_period must not be negative, not {grace_period}")
         self.url = url
         self.url_source = url_source
+        self.queues_source = queues_source
         self.queues = list(queues)
         self.handlers = dict(handlers)
         self.concurrency = concurrency
@@ -272,6 +304,7 @@ class Worker:
         self._is_async = {job_type: _is_async(fn) for job_type, fn in self.handlers.items()}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested = False
+        self._fatal: APIError | None = None
 
     # Running and stopping
 
@@ -286,9 +319,10 @@ class Worker:
     async def run_async(self, *, handle_signals: bool = False) -> None:
         """Work until ``stop()`` (or, with ``handle_signals``, SIGTERM/SIGINT).
 
-        Stopping aborts the claim in flight, gives running jobs ``grace_period`` seconds
-        to finish and be acked, then fails the rest with ``retry_in_ms: 0`` so another
-        worker takes them at once. Returns normally after a graceful stop; re-raises the
+        Stopping aborts the claim in flight, releases prefetched jobs, gives running
+        jobs ``grace_period`` seconds to finish and be acked, then releases the rest
+        (pending again, the attempt not counted) so another worker takes them at once.
+        Returns normally after a graceful stop; re-raises the
         ``APIError`` if the service refused to hand out work (bad token, forbidden queue).
         """
         loop = asyncio.get_running_loop()
@@ -314,10 +348,13 @@ class Worker:
         installed = self._install_signal_handlers() if handle_signals else []
         self._pool = DaemonThreadPool(self.concurrency)
         self._acker = _Acker(self)
+        self._releaser = _Releaser(self)
+        self._started_at = datetime.now(UTC)
         log.info(
-            "worker %s: serving queues=%s at %s (from %s) types=%s concurrency=%d prefetch=%d",
+            "worker %s: serving queues=%s%s at %s (from %s) types=%s concurrency=%d prefetch=%d",
             self.worker_id,
             ",".join(self.queues),
+            f" ({self.queues_source})" if self.queues_source else "",
             self.url,
             self.url_source,
             ",".join(sorted(self.handlers)),
@@ -334,15 +371,21 @@ class Worker:
             ):
                 self._client = claims
                 self._reports = reports
+                beats = asyncio.create_task(self._worker_beats(), name="jobq-worker-beats")
                 helpers = [
                     asyncio.create_task(self._heartbeat_loop(), name="jobq-heartbeats"),
                     asyncio.create_task(self._acker.run(), name="jobq-acker"),
+                    asyncio.create_task(self._releaser.run(), name="jobq-releaser"),
                     asyncio.create_task(self._watch_stop(), name="jobq-stop"),
+                    beats,
                 ]
                 try:
                     self._claimer = asyncio.create_task(self._claim_loop(), name="jobq-claims")
                     await self._claimer
                     await self._drain()
+                    # After the "stopping" beat, so the last word the service gets is this.
+                    await asyncio.wait([beats], timeout=WORKER_BEAT_TIMEOUT_S)
+                    await self._beat_worker("stopped")
                 finally:
                     # Nothing more may start (prefetched leases expire on the service).
                     self._ready.clear()
@@ -360,6 +403,12 @@ class Worker:
         log.info("worker %s: stopped", self.worker_id)
         if self._fatal is not None:
             raise self._fatal
+
+    @property
+    def refusal(self) -> APIError | None:
+        """The refusal that stopped the worker (``Unauthorized``, ``Forbidden``, or another
+        answer no retry changes), logged once as an ERROR when it came; else None."""
+        return self._fatal
 
     def stop(self) -> None:
         """Begin a graceful shutdown. Safe to call from any thread."""
@@ -400,10 +449,10 @@ class Worker:
             return
         status = 128 + sig
         log.critical(
-            "second %s: exiting now with status %d; %d leases left to expire on the service",
+            "second %s: exiting now with status %d; %s left to expire on the service",
             name,
             status,
-            len(self._running),
+            _count(len(self._running), "lease"),
         )
         logging.shutdown()
         # At once means at once: no await, no thread join (a sync handler may be stuck).
@@ -547,14 +596,14 @@ class Worker:
         job = r.lease.job
         try:
             try:
-                outcome: _Ack | _Fail = await self._call_handler(r)
+                outcome: _Ack | _Fail | _Release = await self._call_handler(r)
             except asyncio.CancelledError:
                 if not (r.lost or r.abandoned):
                     raise  # the worker itself is being torn down
                 current = asyncio.current_task()
                 if current is not None:
                     current.uncancel()
-                outcome = _Fail(SHUTDOWN_ERROR, retry_in_ms=0)
+                outcome = _Release("shutdown", SHUTDOWN_ERROR)
             finally:
                 if r.started is not None:
                     r.ran_s = asyncio.get_running_loop().time() - r.started
@@ -613,10 +662,31 @@ class Worker:
             )
         return _Ack(value)
 
-    async def _report(self, r: _Running, outcome: _Ack | _Fail) -> None:
+    async def _report(self, r: _Running, outcome: _Ack | _Fail | _Release) -> None:
+        if isinstance(outcome, _Release):
+            await self._send_release(r, outcome)
+            return
         failure = await self._send_ack(r, outcome) if isinstance(outcome, _Ack) else outcome
         if failure is not None:
             await self._send_fail(r, failure)
+
+    async def _send_release(self, r: _Running, release: _Release) -> None:
+        job = r.lease.job
+        try:
+            code = await self._releaser.release(r.lease.lease_id)
+        except _REFUSED as exc:
+            self._refused(f"release of job {job.id}", exc)
+        except _GaveUp:
+            log.error("job %s: could not release before exit; the lease will expire", job.id)
+        except APIError as exc:
+            log.error("job %s: the service refused the release: %s", job.id, exc)
+        else:
+            if code == "ok":
+                self._outcome(r, f"released ({release.why})")
+            elif code == NO_RELEASE:
+                await self._send_fail(r, _Fail(release.fallback_error, retry_in_ms=0))
+            else:
+                log.warning("job %s: release answered %s; nothing more to do", job.id, code)
 
     async def _send_ack(self, r: _Running, ack: _Ack) -> _Fail | None:
         """Ack; returns the failure to report instead when the service refuses the result."""
@@ -736,6 +806,36 @@ class Worker:
             r.beating = False
             self._beats_changed.set()
 
+    # The worker process's own beat
+
+    async def _worker_beats(self) -> None:
+        """Beat at start and every WORKER_BEAT_S while running; "stopping" once the stop
+        begins. Its own task: a slow or failing beat holds up no job."""
+        await self._beat_worker("running")
+        while not self._stop.is_set():
+            await _wait_event(self._stop, WORKER_BEAT_S)
+            if not self._stop.is_set():
+                await self._beat_worker("running")
+        await self._beat_worker("stopping")
+
+    async def _beat_worker(self, state: str) -> None:
+        try:
+            async with asyncio.timeout(WORKER_BEAT_TIMEOUT_S):
+                await self._reports.worker_beat(
+                    self.worker_id,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    concurrency=self.concurrency,
+                    queues=self.queues,
+                    in_flight=len(self._running),
+                    started_at=self._started_at,
+                    state=state,
+                )
+        except Exception as exc:
+            # An older service has no such endpoint (404), a token may lack it: the beat is
+            # for the operator's page, and the claims will say what matters about the token.
+            log.debug("worker beat (%s) not sent: %s", state, exc)
+
     def _lose(self, r: _Running, exc: APIError) -> None:
         if r.lost or r.lease.lease_id not in self._running:
             return
@@ -766,14 +866,13 @@ class Worker:
 
     async def _drain(self) -> None:
         assert self._loop is not None
-        # Prefetched jobs not started yet go back at once, for another worker to take now;
-        # one on its last attempt would go dead that way, so it waits for a slot instead.
-        for r in [r for r in self._ready if not _last_attempt(r.lease.job)]:
-            self._ready.remove(r)
-            self._hand_back(r)
+        # Prefetched jobs not started yet go back at once, for another worker to take now:
+        # a release does not spend their attempt, so a last attempt goes back too.
+        while self._ready:
+            self._hand_back(self._ready.popleft())
         deadline = self._loop.time() + self.grace_period
         if self._running:
-            log.info("waiting up to %gs for %d jobs", self.grace_period, len(self._running))
+            log.info("waiting up to %gs for %s", self.grace_period, _count(len(self._running), "job"))
         while True:
             # Re-read each time: prefetched jobs start here as slots free.
             tasks = [r.task for r in self._running.values() if r.task and not r.task.done()]
@@ -784,7 +883,7 @@ class Worker:
         self._report_deadline = self._loop.time() + FINAL_REPORT_S
         late = [r for r in self._running.values() if not (r.reporting or r.lost)]
         if late:
-            log.warning("grace period over: handing back %d jobs", len(late))
+            log.warning("grace period over: releasing %s", _count(len(late), "job"))
         while self._ready:
             self._hand_back(self._ready.popleft())
         for r in late:
@@ -799,7 +898,7 @@ class Worker:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def _hand_back(self, r: _Running) -> None:
-        """Give a prefetched, never started job back (fail, retry at once)."""
+        """Give a prefetched, never started job back (release: pending again at once)."""
         r.abandoned = True
         r.reporting = True  # so a lost lease does not cancel the report itself
         r.task = asyncio.create_task(self._send_unstarted(r), name=f"jobq-back-{r.lease.job.id}")
@@ -807,7 +906,7 @@ class Worker:
     async def _send_unstarted(self, r: _Running) -> None:
         try:
             if not r.lost:
-                await self._send_fail(r, _Fail(UNSTARTED_ERROR, retry_in_ms=0))
+                await self._send_release(r, _Release("shutdown, never started", UNSTARTED_ERROR))
         finally:
             self._running.pop(r.lease.lease_id, None)
             self._beats_changed.set()
@@ -817,7 +916,7 @@ def _fail_outcome(failure: _Fail, answered: Job) -> str:
     """What a fail did to the job, in words, from the service's answer."""
     status = getattr(answered.status, "value", answered.status)
     if failure.error in (SHUTDOWN_ERROR, UNSTARTED_ERROR):
-        return "handed back (shutdown)"
+        return "failed, retried at once (shutdown; this service cannot release)"
     if status == "dead":
         return "discarded (dead)" if failure.retry is False else "failed for good (dead)"
     if status in ("pending", "failed"):
@@ -834,8 +933,9 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 200 else line[:200] + "…"
 
 
-def _last_attempt(job: Job) -> bool:
-    return bool(job.max_attempts) and job.attempt >= job.max_attempts
+def _count(n: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``: the log's counts in English."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class _Acker:
@@ -900,6 +1000,73 @@ class _Acker:
             else:
                 _settle(future, "ok" if answer.ok else ALREADY_STORED if answer.already_completed
                         else answer.code or "not ok")
+
+
+class _Releaser:
+    """Sends releases, batching those that pile up: a stop hands back its prefetched jobs,
+    and later the ones the grace period ran out on, in the same loop turn, so they go out
+    as one ``POST /v1/leases/release``."""
+
+    def __init__(self, worker: Worker) -> None:
+        self._worker = worker
+        self._pending: list[tuple[str, asyncio.Future[str]]] = []
+        self._wake = asyncio.Event()
+
+    async def release(self, lease_id: str) -> str:
+        """Release one lease; returns ``"ok"``, the code that says why not (``lease_lost``,
+        ``not_found``) or ``NO_RELEASE`` when the service has no release endpoint."""
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending.append((lease_id, future))
+        self._wake.set()
+        return await future
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._pending:
+                batch = self._pending[:MAX_BATCH]
+                del self._pending[:MAX_BATCH]
+                await self._send(batch)
+
+    async def _send(self, batch: list[tuple[str, asyncio.Future[str]]]) -> None:
+        client = self._worker._reports
+        if len(batch) == 1:
+            lease_id, future = batch[0]
+            try:
+                await self._worker._retrying(lambda: client.release(lease_id))
+            except LeaseLost as exc:
+                _settle(future, exc.code or "lease_lost")
+            except (NotFound, MethodNotAllowed):
+                # Either the lease is unknown or (far likelier for a lease this worker
+                # holds) the service predates release: the fallback fail settles which.
+                _settle(future, NO_RELEASE)
+            except Exception as exc:
+                _settle(future, exc)
+            else:
+                _settle(future, "ok")
+            return
+        try:
+            results = await self._worker._retrying(
+                lambda: client.release_many([lease_id for lease_id, _ in batch])
+            )
+        except (NotFound, MethodNotAllowed):
+            # Unknown leases are answered inside the results: this is a service without
+            # the batch release, so without release at all.
+            for _, future in batch:
+                _settle(future, NO_RELEASE)
+            return
+        except Exception as exc:
+            for _, future in batch:
+                _settle(future, exc)
+            return
+        by_id = {r.lease_id: r for r in results}
+        for lease_id, future in batch:
+            answer = by_id.get(lease_id)
+            if answer is None:
+                _settle(future, "missing from the batch answer")
+            else:
+                _settle(future, "ok" if answer.ok else answer.code or "not ok")
 
 
 def _settle(future: asyncio.Future[str], value: str | BaseException) -> None:
