@@ -212,6 +212,11 @@ async def _patch_queue(w: World, q: str) -> Call:
     return Call("PATCH", f"/v1/queues/{q}", json={"max_attempts": 7})
 
 
+async def _delete_queue(w: World, q: str) -> Call:
+    await w.setup("PATCH", f"/v1/queues/{q}", json={})  # (again: an earlier case deleted it)
+    return Call("DELETE", f"/v1/queues/{q}")
+
+
 async def _replay_dead(w: World, q: str) -> Call:
     await w.dead(q)
     return Call("POST", "/v1/dead/replay", json={"queue": q})
@@ -281,6 +286,7 @@ BUILDERS: dict[str, Builder] = {
     "list_queues": _list_queues,
     "get_queue": _get_queue,
     "patch_queue": _patch_queue,
+    "delete_queue": _delete_queue,
     "replay_dead": _replay_dead,
     "purge_dead": _purge_dead,
     "list_schedules": lambda w, q: _static("/v1/schedules"),

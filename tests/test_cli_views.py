@@ -413,3 +413,45 @@ def test_json_errors_from_the_new_commands(args: list[str]) -> None:
     error = json.loads(one_line(done, 1))
     assert error["error"].startswith("cannot reach http://127.0.0.1:9"), error
     assert done.stdout == ""
+
+
+def test_queues_delete_asks_refuses_with_counts_and_purges(live_server: LiveServer) -> None:
+    def exists(name: str) -> bool:
+        return httpx.get(f"{live_server.url}/v1/queues/{name}").status_code == 200
+
+    def at_terminal(answer: str, *args: str) -> subprocess.CompletedProcess[str]:
+        main, other = pty.openpty()
+        try:
+            os.write(main, answer.encode())
+            return jobq(live_server, "queues", "delete", *args, stdin=other)
+        finally:
+            os.close(main)
+            os.close(other)
+
+    enqueue(live_server, queue="typo")
+    lease = claim(live_server, "typo")
+    httpx.post(f"{live_server.url}/v1/leases/{lease['lease_id']}/ack", json={})
+    # No terminal, no --yes: one line, nothing deleted.
+    line = one_line(jobq(live_server, "queues", "delete", "typo"), 2)
+    assert "pass --yes" in line and "typo" in line, line
+    assert exists("typo")
+    declined = at_terminal("n\n", "typo")
+    assert declined.returncode == 1 and "Delete queue 'typo' with its 1 completed jobs?" in declined.stderr
+    assert "nothing deleted" in declined.stderr and exists("typo")
+    accepted = at_terminal("y\n", "typo")
+    assert ok(accepted).strip() == "deleted queue typo (deleted 1 completed jobs)"
+    assert not exists("typo")
+
+    for _ in range(3):
+        enqueue(live_server, queue="busy")
+    kill(live_server, "busy", "x")
+    line = one_line(jobq(live_server, "queues", "delete", "busy", "--yes"), 1)
+    assert "2 pending, 1 dead jobs" in line and "--purge" in line, line
+    refused = json.loads(one_line(jobq(live_server, "queues", "delete", "busy", "--yes", "--json"), 1))
+    assert refused["code"] == "queue_not_empty" and refused["counts"] == {"pending": 2, "dead": 1}
+    assert exists("busy")
+    done = json.loads(ok(jobq(live_server, "queues", "delete", "busy", "--purge", "--yes", "--json")))
+    assert done == {"deleted": "busy", "purged": {"pending": 2, "dead": 1}, "finished": {}}
+    assert not exists("busy")
+    line = one_line(jobq(live_server, "queues", "delete", "busy", "--yes"), 1)
+    assert "404" in line and "busy" in line, line

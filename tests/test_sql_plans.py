@@ -220,6 +220,9 @@ EXEMPT.update({name: "history upkeep on one named partition (DDL)" for name in (
     "HistoryDefaultHolds", "HistoryLockAll", "HistoryLockWrites", "HistoryPartitionNew", "HistoryDefaultTake",
     "HistoryPartitionAttach", "HistoryPartitionDetach", "HistoryPartitionUncount",
     "HistoryPartitionUnkey", "HistoryPartitionDrop")})
+# Once after a queue's delete, on a queue whose jobs were all deleted: it counts the few
+# that an SQL enqueue wrote into it as it went (core/queues.py).
+EXEMPT["QueueRestore"] = "counts the jobs of a just-deleted queue, once per delete"
 EXEMPT["HistorySizes"] = "reads the catalog's sizes of jobq's tables (a few hundred catalog pages), for operators"
 
 # Pages (shared buffers hit or read) a statement may touch. The claims and batch writes do
@@ -354,6 +357,10 @@ VALUES_FOR: dict[str, dict[str, Any]] = {
     "TopicSubscribe": {"topic": "orders.placed"},
     # the long-poll watcher counts a queue's claimable jobs up to its waiters' limits
     "QueueWakeCheck": {"caps": [10, 10]},
+    # a queue's delete: a batch of its finished jobs (of the statuses a plain delete takes)
+    "QueueHistoryPurge": {"statuses": ["completed", "cancelled", "dead"]},
+    # leases whose jobs no operation found: their tokens beside the ids
+    "LeaseJobsGone": {"tokens": [1] * 10},
 }
 
 

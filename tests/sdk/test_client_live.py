@@ -28,6 +28,7 @@ from jobq.client import (
     NewJob,
     NotFound,
     QueueFull,
+    QueueNotEmpty,
     ValidationError,
     WaitTimeout,
 )
@@ -307,6 +308,37 @@ def test_producer_waits_out_queue_full_while_a_worker_drains_the_queue(
         eventually(lambda: jobq.queue(queue).counts.completed == 6, poll_s=0.05,
                    what=lambda: f"6 completed; counts {jobq.queue(queue).counts}")
     assert jobq.get(job.id).status == "completed"
+
+
+# Deleting a queue
+
+
+def test_delete_queue_refuses_a_queue_with_jobs_and_purges_on_request(jobq: Client, queue: str) -> None:
+    jobq.enqueue("t", queue=queue)
+    jobq.enqueue("t", queue=queue)
+    with pytest.raises(QueueNotEmpty) as refused:
+        jobq.delete_queue(queue)
+    assert refused.value.counts == {"pending": 2}
+    assert (refused.value.schedules, refused.value.topics) == ([], [])
+    assert jobq.queue(queue).counts.pending == 2
+    assert jobq.delete_queue(queue, purge=True) is None
+    with pytest.raises(NotFound):
+        jobq.queue(queue)
+    with pytest.raises(NotFound):
+        jobq.delete_queue(queue)
+
+
+async def test_async_delete_queue(server: LiveServer, queue: str) -> None:
+    async with AsyncClient(server.url) as jobq:
+        await jobq.update_queue(queue, paused=True)
+        await jobq.delete_queue(queue)
+        with pytest.raises(NotFound):
+            await jobq.queue(queue)
+        await jobq.enqueue("t", queue=queue)
+        with pytest.raises(QueueNotEmpty):
+            await jobq.delete_queue(queue)
+        await jobq.delete_queue(queue, purge=True)
+        assert queue not in [q.name for q in await jobq.queues()]
 
 
 # AsyncClient

@@ -219,6 +219,7 @@ def test_base_url_path_prefix_is_kept() -> None:
         (409, "lease_lost", jobq.LeaseLost),
         (409, "idempotency_conflict", jobq.IdempotencyConflict),
         (409, "invalid_state", jobq.InvalidState),
+        (409, "queue_not_empty", jobq.QueueNotEmpty),
         (413, "payload_too_large", jobq.PayloadTooLarge),
         (429, "queue_full", jobq.QueueFull),
         (503, "unavailable", jobq.Unavailable),

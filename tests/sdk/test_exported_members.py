@@ -35,6 +35,7 @@ CLIENT_API = [
     "Queue",
     "QueueCounts",
     "QueueFull",
+    "QueueNotEmpty",
     "QueuePage",
     "QueueSettings",
     "ReleaseResult",

@@ -92,6 +92,7 @@ RULES: dict[str, Rule] = {
     "list_queues": ADMIN,
     "get_queue": ADMIN,
     "patch_queue": ADMIN,
+    "delete_queue": ADMIN,
     "replay_dead": ADMIN,
     "purge_dead": ADMIN,
     "purge_dead_job": ADMIN,

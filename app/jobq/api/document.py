@@ -40,6 +40,16 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "code": {"type": "string", "enum": list(CODES)},
             "errors": {"type": "array", "items": {"$ref": _REF + "ProblemItem"},
                        "description": "`validation_error` only: each thing wrong, and where"},
+            "counts": {
+                "type": "object", "additionalProperties": {"type": "integer"},
+                "description": "`queue_not_empty` only: the queue's jobs that keep it from being "
+                "deleted, by status (`pending`, `running`, `failed`, `dead`; nonzero only)"},
+            "schedules": {
+                "type": "array", "items": {"type": "string"},
+                "description": "`queue_not_empty` only: the schedules whose job targets the queue"},
+            "topics": {
+                "type": "array", "items": {"type": "string"},
+                "description": "`queue_not_empty` only: the topics the queue is subscribed to"},
             "already_completed": {
                 "type": "boolean",
                 "description": "`lease_lost` only, and only when true: this very lease completed "

@@ -230,6 +230,8 @@ def _detail(code: str, method: str, path: str) -> str:
         "invalid_state": "job 1042 is completed: this call does not apply to it",
         "idempotency_conflict": "idempotency_key 'signup-7' was used for another body",
         "queue_full": "queue 'emails' holds its max_depth of 10000 waiting jobs",
+        "queue_not_empty": "queue 'emails' holds 3 pending and 1 dead jobs: delete with "
+                           "purge=true to delete them too",
         "unauthorized": "this service needs an access token: Authorization: Bearer <token>",
         "forbidden": f"a producer token may not call {method.upper()} {path}",
         "payload_too_large": "the body is over 1048576 bytes",

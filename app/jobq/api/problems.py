@@ -75,6 +75,14 @@ KINDS: dict[str, Kind] = {
         "different body.",
         "Send the same body as the first time to get the first job back, or use a new key for "
         "a new job."),
+    "queue_not_empty": Kind(
+        "Queue not empty", (409,),
+        "A queue's delete was refused: the queue still holds jobs waiting, running, failed "
+        "and awaiting a retry, or dead (`counts`, by status), or schedules whose job targets "
+        "it (`schedules`) or topics subscribed to it (`topics`) still name it. Nothing was "
+        "deleted.",
+        "Purge its jobs with `?purge=true` (running ones lose their leases), and delete the "
+        "schedules and topic subscriptions named, then delete it again."),
     "queue_full": Kind(
         "Queue full", (429,),
         "The queue holds its `max_depth` of waiting jobs; nothing was enqueued (a batch: none "
@@ -154,6 +162,7 @@ TABLE: dict[type[e.JobqError], tuple[int, str, str]] = {
     e.InvalidState: _kind("invalid_state"),
     e.IdempotencyConflict: _kind("idempotency_conflict"),
     e.QueueFull: _kind("queue_full"),
+    e.QueueNotEmpty: _kind("queue_not_empty"),
     e.Unauthorized: _kind("unauthorized"),
     e.Forbidden: _kind("forbidden"),
     e.InvalidInput: _kind("validation_error"),
@@ -254,6 +263,9 @@ def from_error(exc: e.JobqError) -> Response:
                                                            if exc.invalid_token else "")}
     if isinstance(exc, e.LeaseLost) and exc.already_completed:
         return problem(status, code, title, exc.detail, already_completed=True)
+    if isinstance(exc, e.QueueNotEmpty):
+        return problem(status, code, title, exc.detail, counts=exc.counts,
+                       schedules=exc.schedules, topics=exc.topics)
     if isinstance(exc, e.InvalidInput):
         return problem(status, code, title, exc.detail,
                        errors=[{"loc": _loc(exc.loc or ["body"]), "msg": exc.detail}])

@@ -1,19 +1,21 @@
 """``jobq queues``: alone it lists queues with their counts and lag (every queue, page after
-page, or ``--limit``; ``--prefix`` searches by name); ``set`` changes a queue's settings."""
+page, or ``--limit``; ``--prefix`` searches by name); ``set`` changes a queue's settings;
+``delete`` deletes one."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, Wide, console, print_json, print_table, table_width
+from jobq.cli.output import AsJson, Wide, console, fail, print_json, print_table, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_options
 from jobq.cli.views import queue_details, queues_table
-from jobq.client import Client, Queue
+from jobq.client import Client, Queue, QueueNotEmpty
 
-app = CommandGroup(help="Queues: counts, lag and settings.", invoke_without_command=True)
+app = CommandGroup(help="Queues: counts, lag, settings and deletion.", invoke_without_command=True)
 
 
 MAX_PAGE = 1000  # the service's largest page (GET /v1/queues?limit=)
@@ -106,3 +108,72 @@ def queues_set(
         print_json(q)
     else:
         console.print(queue_details(q))
+
+
+_LIVE = ("pending", "running", "failed", "dead")
+_FINISHED = ("completed", "cancelled")
+
+
+def _some(q: Queue, statuses: tuple[str, ...]) -> dict[str, int]:
+    return {s: n for s in statuses if (n := getattr(q.counts, s))}
+
+
+def _words(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def _refusal(name: str, exc: QueueNotEmpty) -> str:
+    """The 409's reasons, in the command's words (``--purge``, not ``purge=true``)."""
+    why = []
+    if exc.counts:
+        why.append(f"it holds {_words(exc.counts)} jobs (--purge deletes them too)")
+    if exc.schedules:
+        why.append("schedules " + ", ".join(exc.schedules) + " enqueue to it")
+    if exc.topics:
+        why.append("it is subscribed to topics " + ", ".join(exc.topics))
+    return f"queue {name!r} not deleted: " + "; ".join(why or [str(exc)])
+
+
+@app.command("delete")
+def queues_delete(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="the queue")],
+    purge: Annotated[bool, typer.Option(
+        "--purge", help="delete its waiting, running, failed and dead jobs too (running ones "
+        "lose their leases); without it a queue holding any is refused")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="no question asked")] = False,
+    url: Url = DEFAULT_URL,
+    token: Token = None,
+    as_json: AsJson = False,
+) -> None:
+    """Delete a queue, its settings and its completed and cancelled jobs (asks first).
+
+    Refused while it holds waiting, running, failed or dead jobs (unless --purge), or while
+    schedules or topic subscriptions name it (delete or unsubscribe those first)."""
+    if not yes and not sys.stdin.isatty():
+        fail(f"this would delete queue {name!r}; pass --yes to confirm (there is no terminal "
+             "to ask)", code=2, as_json=as_json)
+    with connect(ctx) as c:
+        q = c.queue(name)
+        live = _some(q, _LIVE) if purge else {}
+        finished = _some(q, _FINISHED)
+        # Without --purge, a queue holding jobs is refused: no question first.
+        if not yes and (purge or not _some(q, _LIVE)):
+            jobs = [f"{_words(live)} jobs" if live else "", f"{_words(finished)} jobs" if finished else ""]
+            also = " and ".join(j for j in jobs if j)
+            question = f"Delete queue {name!r}" + (f" with its {also}" if also else "") + "?"
+            if not typer.confirm(question, default=False, err=True):
+                fail("nothing deleted", code=1, as_json=as_json)
+        try:
+            c.delete_queue(name, purge=purge)
+        except QueueNotEmpty as exc:
+            fail(_refusal(name, exc), as_json=as_json,
+                 fields={"status": exc.status, "code": exc.code, "counts": exc.counts,
+                         "schedules": exc.schedules, "topics": exc.topics})
+    if as_json:
+        print_json({"deleted": name, "purged": live, "finished": finished})
+        return
+    what = [f"purged {_words(live)} jobs" if live else "",
+            f"deleted {_words(finished)} jobs" if finished else ""]
+    done = "; ".join(w for w in what if w)
+    console.print(f"deleted queue {name}" + (f" ({done})" if done else ""))

@@ -337,6 +337,15 @@ class AsyncClient:
         body.update(extra or {})
         return Queue.from_json(await self._request("PATCH", b.path("queues", name), body=body))
 
+    async def delete_queue(self, name: str, purge: bool = False) -> None:
+        """Delete a queue, with its settings and its completed and cancelled jobs. Refused
+        with ``QueueNotEmpty`` (its ``counts``, ``schedules`` and ``topics`` say why) while it
+        holds jobs waiting, running, failed or dead, or schedules or topic subscriptions name
+        it; ``purge=True`` deletes those jobs too (running ones lose their leases). An unknown
+        queue is ``NotFound``."""
+        params = {"purge": "true"} if purge else None
+        await self._request("DELETE", b.path("queues", name), params=params)
+
     async def put_schedule(
         self,
         name: str,

@@ -13,6 +13,7 @@
         ├── Conflict              409
         │   ├── LeaseLost             lease_lost: the lease is no longer held; stop working
         │   ├── IdempotencyConflict   idempotency_conflict: same key, other type or payload
+        │   ├── QueueNotEmpty         queue_not_empty: a queue's delete met jobs or references
         │   └── InvalidState          invalid_state: the job's status forbids the operation
         ├── PayloadTooLarge       413 payload_too_large: the body is over the size limit
         ├── RetryableError        come back later; ``retry_after`` seconds (None if not said)
@@ -127,6 +128,26 @@ class InvalidState(Conflict):
     pass
 
 
+class QueueNotEmpty(Conflict):
+    """A queue's delete was refused. ``counts``: its jobs that block it, by status (nonzero
+    only); ``schedules`` and ``topics``: the schedules and topic subscriptions naming it."""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = self.body.get("counts")
+        return counts if isinstance(counts, dict) else {}
+
+    @property
+    def schedules(self) -> list[str]:
+        names = self.body.get("schedules")
+        return names if isinstance(names, list) else []
+
+    @property
+    def topics(self) -> list[str]:
+        names = self.body.get("topics")
+        return names if isinstance(names, list) else []
+
+
 class PayloadTooLarge(APIError):
     pass
 
@@ -163,6 +184,7 @@ _BY_CODE: dict[str, type[APIError]] = {
     "lease_lost": LeaseLost,
     "idempotency_conflict": IdempotencyConflict,
     "invalid_state": InvalidState,
+    "queue_not_empty": QueueNotEmpty,
     "payload_too_large": PayloadTooLarge,
     "queue_full": QueueFull,
     "unavailable": Unavailable,

@@ -30,8 +30,10 @@ class Context:
     db: Database
     wakeups: Wakeups
     events: Events = field(default_factory=Events)
-    # Queues never disappear, so once a queue row is known to exist this process can skip
-    # the upsert that creates it.
+    # Queues this process created or saw, so that an enqueue can skip the upsert that creates
+    # one. Only a hint: a queue may be deleted (here or on another replica) after it was
+    # seen; an enqueue then inserts nothing (JobInsert finds no queue), forgets the name and
+    # creates the queue again (core/enqueue.py).
     known_queues: set[str] = field(default_factory=set)
     # The settings that choose a claim's statement (max_running, aging_ms), re-read at most
     # every CAPS_TTL_S: a capped queue's claims take a lock and count, an uncapped one's do
@@ -56,8 +58,11 @@ class Context:
         self.schedule_bell.set()
         self.wakeups.notifications.signal(SCHEDULES)
 
-    async def ensure_queues(self, names: list[str]) -> None:
-        missing = [n for n in dict.fromkeys(names) if n not in self.known_queues]
+    async def ensure_queues(self, names: list[str], *, fresh: bool = False) -> None:
+        """Create the queues that do not exist yet. ``fresh``: ask the database even for
+        queues this process saw before (a settings call or a subscription, which must not
+        act on a queue deleted since)."""
+        missing = [n for n in dict.fromkeys(names) if fresh or n not in self.known_queues]
         if not missing:
             return
         # One transaction, so one commit (a WAL flush) for all: a first claim naming 100 new
@@ -80,6 +85,12 @@ class Context:
 
     def forget_caps(self, name: str) -> None:
         self._caps_read_at.pop(name, None)
+
+    def forget_queue(self, name: str) -> None:
+        """The queue was deleted (or found missing): the next enqueue creates it again."""
+        self.known_queues.discard(name)
+        self.claim_settings.pop(name, None)
+        self.forget_caps(name)
 
     async def schema_revision(self) -> str | None:
         return await self.db.schema_revision()

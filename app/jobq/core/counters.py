@@ -6,6 +6,7 @@ Prometheus sums replicas). Reading them out, with the database's gauges, is ``co
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -188,3 +189,25 @@ _TIMED: dict[str, tuple[Histogram, Times]] = {
 def rejected(queue: str) -> None:
     start_queues((queue,))
     REJECTED.labels(_label(queue)).inc()
+
+
+def forget_queue(queue: str) -> None:
+    """A deleted queue's series leave this process's /metrics, and its label is freed for
+    another queue under JOBQ_METRICS_QUEUES. Other replicas keep theirs until they restart,
+    as do uvicorn workers in multiprocess mode (prometheus-client cannot remove a series
+    from its files)."""
+    _STARTED.discard(queue)  # made again, it starts its series at 0 again
+    events = [event for q, event in _JOB_COUNTERS if q == queue]
+    for event in events:
+        del _JOB_COUNTERS[(queue, event)]
+    for key in [k for k in _TIMERS if k[1] == queue]:
+        del _TIMERS[key]
+    if queue not in _label.own:
+        return  # counted under _other, which other queues share
+    _label.own.discard(queue)
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return
+    for event in events:
+        JOBS.remove(queue, event)
+    for metric in (REJECTED, RUN_SECONDS, PICKUP_SECONDS):
+        metric.remove(queue)

@@ -82,19 +82,44 @@ def _full(queue: str, ctx: Context) -> QueueFull:
     )
 
 
+class QueuesGone(Exception):
+    """A batch named queues that were deleted after this process last created them: the
+    transaction is rolled back, and the caller creates them again and retries."""
+
+    def __init__(self, queues: set[str]) -> None:
+        super().__init__(f"queues deleted meanwhile: {sorted(queues)}")
+        self.queues = queues
+
+
+# Passes of an enqueue: a key taken when the insert ran may be freed before the lookup (its
+# job purged, or dropped by retention with its partition), and the queue may be deleted
+# between its creation and the insert; each is then tried again, once.
+_PASSES = 3
+
+
+async def _gone(ctx: Context, queue: str) -> bool:
+    """Whether an insert found no queue (deleted since this process saw it): it is then
+    forgotten, so that the next pass creates it again."""
+    row = await ctx.db.fetch_one(Q.QueueExists, {"queue": queue})
+    if row is not None and records.scalar(row):
+        return False
+    ctx.forget_queue(queue)
+    return True
+
+
 async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
-    await ctx.ensure_queues([job.queue])
     params = _params(job)
-    # Twice at most: a key taken when the insert ran may be freed before the lookup (its job
-    # purged, or dropped by retention with its partition); the key is then free to take.
-    for _ in range(2):
+    for _ in range(_PASSES):
+        await ctx.ensure_queues([job.queue])
         row = await ctx.db.fetch_one(Q.JobInsert, params)
         if row is not None:
             new = records.job(row)
             ctx.wakeups.jobs_added([(job.queue, new.visible_at)])
             ctx.events.emit("enqueued", [records.change(row)])
             return Enqueued(new, created=True)
-        # Nothing inserted: the key is taken, or the queue is full.
+        # Nothing inserted: the key is taken, the queue is full, or it was deleted.
+        if await _gone(ctx, job.queue):
+            continue
         if job.idempotency_key is None:
             break
         key = {"queue": job.queue, "idempotency_key": job.idempotency_key}
@@ -106,11 +131,21 @@ async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
 
 async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
     """All or nothing, in one transaction; answers in request order."""
-    await ctx.ensure_queues(list(dict.fromkeys(j.queue for j in jobs)))
-    async with ctx.db.transaction() as conn:
-        results, created = await insert_many(ctx, conn, jobs)
-    announce(ctx, created)
-    return results
+    queues = list(dict.fromkeys(j.queue for j in jobs))
+    for attempt in range(_PASSES):
+        await ctx.ensure_queues(queues)
+        try:
+            async with ctx.db.transaction() as conn:
+                results, created = await insert_many(ctx, conn, jobs)
+        except QueuesGone as gone:
+            if attempt == _PASSES - 1:
+                raise
+            for name in gone.queues:
+                ctx.forget_queue(name)
+            continue
+        announce(ctx, created)
+        return results
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
 async def insert_many(ctx: Context, conn: Connection, jobs: list[NewJob],
@@ -124,6 +159,9 @@ async def insert_many(ctx: Context, conn: Connection, jobs: list[NewJob],
     payload = dumps_json([_batch_row(j) for j in jobs])
     db = ctx.db
     rows = await db.run(conn, Q.JobInsertMany, {"jobs": payload})
+    gone = {job.queue for job, row in zip(jobs, rows, strict=True) if records.queue_missing(row)}
+    if gone:
+        raise QueuesGone(gone)
     results: list[Enqueued] = []
     created: list[JobChange] = []
     for job, row in zip(jobs, rows, strict=True):

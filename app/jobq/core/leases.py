@@ -141,7 +141,8 @@ async def claim(
     replica reaches it up to a refresh later. ``revoked`` is told the id when a statement
     finds it revoked first, so that this process refuses it from then on.
     """
-    await ctx.ensure_queues(req.queues)
+    # A claim never creates a queue: it may wait on one that does not exist yet, and the
+    # enqueue that creates it wakes it as any enqueue does.
 
     async def take() -> list[Lease]:
         if allowed is not None and not allowed():
@@ -164,6 +165,8 @@ def _ref(lease_id: str) -> LeaseRef:
 async def _why_not(ctx: Context, ref: LeaseRef, lease_id: str, scope: str | None) -> Exception:
     row = await ctx.db.fetch_one(Q.LeaseState, {"job_id": ref.job_id, "scope": scope})
     state = None if row is None else records.lease_state(row)
+    if state is None and await _deleted(ctx, [ref]):
+        return LeaseLost(f"lease {lease_id!r} is no longer held: its job was deleted")
     # Tokens only grow: one above the job's latest was never handed out for it.
     if state is None or state.lease_token is None or ref.token > state.lease_token:
         return NotFound(f"lease {lease_id!r} does not exist")
@@ -171,6 +174,15 @@ async def _why_not(ctx: Context, ref: LeaseRef, lease_id: str, scope: str | None
         return LeaseLost(f"lease {lease_id!r} is no longer held: it completed the job, whose "
                          "result is stored", already_completed=True)
     return LeaseLost(f"lease {lease_id!r} is no longer held")
+
+
+async def _deleted(ctx: Context, refs: list[LeaseRef]) -> set[int]:
+    """Of leases whose job is found nowhere, the job ids that existed and were deleted (a
+    queue's purge deletes running jobs; retention, finished ones): their leases are lost,
+    not unknown. Asked only when a lease operation changed nothing."""
+    rows = await ctx.db.fetch(Q.LeaseJobsGone, {"job_ids": [r.job_id for r in refs],
+                                                "tokens": [r.token for r in refs]})
+    return {records.scalar(r) for r in rows}
 
 
 def _completed_by(token: int, latest: int | None, status: str) -> bool:
@@ -254,6 +266,9 @@ async def _outcomes(ctx: Context, refs: list[LeaseRef | None], lease_ids: list[s
     if lost_ids:
         states = records.lease_states(
             await ctx.db.fetch(Q.LeaseStateMany, {"job_ids": lost_ids, "scope": scope}))
+    missing = [ref for ref in refs if ref is not None and ref.job_id in lost_ids
+               and ref.job_id not in states]
+    deleted = await _deleted(ctx, missing) if missing else set()
     outcomes: list[AckOutcome] = []
     credited: set[tuple[int, int]] = set()
     for ref, lease_id in zip(refs, lease_ids, strict=True):
@@ -264,6 +279,9 @@ async def _outcomes(ctx: Context, refs: list[LeaseRef | None], lease_ids: list[s
             else:
                 credited.add((ref.job_id, ref.token))
                 outcomes.append(AckOutcome(lease_id, True))
+            continue
+        if ref is not None and ref.job_id in deleted:
+            outcomes.append(AckOutcome(lease_id, False, "lease_lost"))
             continue
         state = states.get(ref.job_id) if ref is not None else None
         latest = state.lease_token if state is not None else None

@@ -362,7 +362,10 @@ async def fire_due(ctx: Context) -> Turn:
             seen += [s.name for s in due_now]
             for row in due_now:
                 queue = row.job_queue
-                if queue not in ctx.known_queues and queue not in new_queues:
+                # Asked of the database every turn, not of known_queues: the queue may have
+                # been deleted on another replica, and a fire that found no queue would wait
+                # in pending_fire_at for ever. A fire is an enqueue: it creates its queue.
+                if queue not in new_queues:
                     await db.run(conn, Q.QueueEnsure, {**QUEUE_DEFAULTS.as_params(), "queue": queue})
                     new_queues.add(queue)
                 # A savepoint each: one schedule's trouble must not undo the others' fires.

@@ -85,10 +85,17 @@ def topics_of(subs: Sequence[Subscription]) -> list[dict[str, Any]]:
 
 async def subscribe(ctx: Context, topic: str, queue: str, type_: str | None) -> tuple[Subscription, bool]:
     """Create or replace; True when created. The queue is created with the defaults if it
-    did not exist, as naming it in an enqueue would."""
-    await ctx.ensure_queues([queue])
-    row = await ctx.db.fetch_one(Q.TopicSubscribe, {"topic": topic, "queue": queue, "type": type_})
-    assert row is not None  # an upsert always returns its row
+    did not exist: a subscription names it on purpose, as a settings call does, and every
+    publish enqueues to it. (A queue that a subscription names cannot be deleted.)"""
+    row = None
+    for _ in range(3):  # again only if the queue was deleted between its creation and the insert
+        await ctx.ensure_queues([queue], fresh=True)
+        row = await ctx.db.fetch_one(Q.TopicSubscribe, {"topic": topic, "queue": queue, "type": type_})
+        if row is not None:
+            break
+        ctx.forget_queue(queue)
+    if row is None:
+        raise NotFound(f"queue {queue!r} was deleted while it was being subscribed")
     record = records.subscription(row)
     return _subscription(record), record.created
 

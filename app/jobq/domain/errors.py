@@ -5,6 +5,7 @@
     ├── LeaseLost            the lease is no longer held (expired and reclaimed, acked, cancelled)
     ├── InvalidState         the job's status does not allow the operation
     ├── IdempotencyConflict  same key in the queue, different type or payload
+    ├── QueueNotEmpty        a queue's delete met jobs, schedules or topic subscriptions
     ├── QueueFull            the queue is at its max_depth
     ├── Unauthorized         no token, or an unknown one
     ├── Forbidden            the token's role or queue pattern does not allow the call
@@ -43,6 +44,19 @@ class InvalidState(JobqError):
 
 class IdempotencyConflict(JobqError):
     pass
+
+
+class QueueNotEmpty(JobqError):
+    """A queue's delete was refused: ``counts`` are its jobs that block it, by status
+    (nonzero only: pending, running, failed, dead), ``schedules`` and ``topics`` the schedules
+    whose job targets it and the topics subscribed to it."""
+
+    def __init__(self, detail: str, counts: dict[str, int], schedules: list[str],
+                 topics: list[str]) -> None:
+        super().__init__(detail)
+        self.counts = counts
+        self.schedules = schedules
+        self.topics = topics
 
 
 class QueueFull(JobqError):

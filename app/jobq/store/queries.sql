@@ -12,12 +12,17 @@ VALUES (%(queue)s, %(max_depth)s, %(paused)s, %(lease_ms)s, %(max_attempts)s, %(
 ON CONFLICT (name) DO NOTHING;
 
 -- name: JobInsert
--- Enqueue one job unless its queue is at max_depth; an idempotency key already in the queue (job_keys) inserts nothing.
+-- Enqueue one job unless its queue is at max_depth; an idempotency key already in the queue (job_keys) inserts nothing; nor does a queue that does not exist (any more).
+-- The queue's row is locked FOR KEY SHARE, as a foreign key's check would lock it: enqueues do
+-- not wait for each other, but a queue's delete (QueueLockForDelete) waits for those in flight,
+-- and one that comes after the delete committed finds no queue here and inserts nothing (the
+-- caller then creates the queue again). So no job lands in a queue that no longer exists.
 WITH q AS (
     SELECT max_attempts, max_depth, aging_ms,
            coalesce(%(run_at)s::timestamptz,
                     now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0)) AS visible_at
       FROM queues WHERE name = %(queue)s
+       FOR KEY SHARE
 ),
 -- Materialized (nextval is volatile): the key and the job get the same id.
 new AS (
@@ -57,12 +62,20 @@ WITH src AS MATERIALIZED (
            WITH ORDINALITY
            AS s(queue, type, payload, priority, max_attempts, idempotency_key, delay_ms, run_at, ord)
 ),
+-- The batch's queues, locked FOR KEY SHARE as in JobInsert: a row of a queue that does not
+-- exist (deleted since this process last created it) inserts nothing and says so (_no_queue).
+q AS (
+    SELECT name, max_attempts, aging_ms FROM queues
+     WHERE name = ANY (ARRAY(SELECT DISTINCT queue FROM src))
+     ORDER BY name
+       FOR KEY SHARE
+),
 -- Keys first, in request order: a key already taken (or taken earlier in this batch) keeps
 -- its job, and its row inserts nothing (see JobInsert).
 key AS (
     INSERT INTO job_keys (queue, idempotency_key, job_id)
     SELECT src.queue, src.idempotency_key, src.id
-      FROM src JOIN queues q ON q.name = src.queue
+      FROM src JOIN q ON q.name = src.queue
      WHERE src.idempotency_key IS NOT NULL
      ORDER BY src.ord
     ON CONFLICT (queue, idempotency_key) DO NOTHING
@@ -75,12 +88,13 @@ ins AS (
            coalesce(src.priority, 0), 'pending', coalesce(src.max_attempts, q.max_attempts),
            src.idempotency_key, src.visible_at,
            jobq_aged_key(src.visible_at, coalesce(src.priority, 0), q.aging_ms)
-      FROM src JOIN queues q ON q.name = src.queue
+      FROM src JOIN q ON q.name = src.queue
      WHERE src.idempotency_key IS NULL OR src.id IN (SELECT job_id FROM key)
      ORDER BY src.ord
     RETURNING *
 )
-SELECT src.ord AS _ord, ins.* FROM src LEFT JOIN ins ON ins.id = src.id ORDER BY src.ord;
+SELECT src.ord AS _ord, NOT EXISTS (SELECT 1 FROM q WHERE q.name = src.queue) AS _no_queue, ins.*
+  FROM src LEFT JOIN ins ON ins.id = src.id ORDER BY src.ord;
 -- name: JobGetByIdempotencyKey
 -- The job an idempotency key already names in a queue, live or finished.
 SELECT j.* FROM job_keys k JOIN jobs_all j ON j.id = k.job_id
@@ -429,6 +443,14 @@ RETURNING j.*;
 SELECT lease_token, status FROM jobs WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
 UNION ALL
 SELECT lease_token, status FROM jobs_history WHERE id = %(job_id)s AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text);
+-- name: LeaseJobsGone
+-- Of the jobs behind leases that no operation found (%(job_ids)s, with their %(tokens)s): those that existed, with such a lease, and are deleted (a queue's purge, retention). Their leases are lost, not unknown: ids and tokens come from sequences, so one at or below the sequence's last value was handed out.
+SELECT u.id FROM unnest(%(job_ids)s::bigint[], %(tokens)s::bigint[]) AS u(id, token)
+ WHERE u.id > 0 AND u.token > 0
+   AND u.id <= coalesce(pg_sequence_last_value(pg_get_serial_sequence('jobs', 'id')::regclass), 0)
+   AND u.token <= coalesce(pg_sequence_last_value('jobs_lease_token_seq'::regclass), 0)
+   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.id)
+   AND NOT EXISTS (SELECT 1 FROM jobs_history h WHERE h.id = u.id);
 -- name: LeaseStateMany
 -- The current tokens and statuses of the jobs behind many leases, live or finished, for batch ack's per-lease answer.
 SELECT id, lease_token, status FROM jobs WHERE id = ANY(%(job_ids)s::bigint[]) AND (%(scope)s::text IS NULL OR queue ~ %(scope)s::text)
@@ -568,6 +590,98 @@ kept AS (
     RETURNING j.*
 )
 SELECT * FROM moved UNION ALL SELECT * FROM kept;
+-- name: QueueExists
+-- Whether a queue exists: an enqueue that inserted nothing tells a deleted queue from a full one.
+SELECT EXISTS (SELECT 1 FROM queues WHERE name = %(queue)s) AS exists;
+
+-- name: QueueLockForDelete
+-- Lock a queue's row for its delete until commit: enqueues in flight (JobInsert's FOR KEY SHARE) finish first, later ones wait and then find no queue. No row: no such queue.
+SELECT name FROM queues WHERE name = %(queue)s FOR UPDATE;
+
+-- name: QueueUsage
+-- What keeps a queue from being deleted: its waiting, running, failed and dead jobs by status (the counters, nonzero only), and the schedules and topic subscriptions that name it.
+SELECT (SELECT coalesce(jsonb_object_agg(c.status, c.n), '{}'::jsonb)
+          FROM (SELECT status, sum(n)::bigint AS n FROM job_counts
+                 WHERE queue = %(queue)s AND status IN ('pending', 'running', 'failed', 'dead')
+                 GROUP BY status HAVING sum(n) <> 0) c) AS counts,
+       ARRAY(SELECT s.name FROM schedules s WHERE s.job_queue = %(queue)s ORDER BY s.name) AS schedules,
+       ARRAY(SELECT t.topic FROM topic_subscriptions t WHERE t.queue = %(queue)s ORDER BY t.topic) AS topics;
+
+-- name: QueueJobsPurge
+-- One batch of a queue's purge: up to %(limit)s of its live jobs (any status, running ones too: their leases die), row locks only, and their idempotency keys; returns how many.
+WITH picked AS (
+    SELECT j.id FROM jobs j WHERE j.queue = %(queue)s
+     -- jobs_queue_status_id_idx's order: each batch probes the index where the last one
+     -- ended, instead of reading from the table's start past the rows already deleted.
+     ORDER BY j.status, j.id
+     LIMIT (SELECT %(limit)s::bigint)
+       FOR UPDATE OF j
+),
+gone AS (
+    DELETE FROM jobs j
+     WHERE j.id = ANY (ARRAY(SELECT id FROM picked)) AND j.queue = %(queue)s
+    RETURNING j.id, j.queue, j.idempotency_key
+),
+keys AS (
+    DELETE FROM job_keys k USING gone g
+     WHERE g.idempotency_key IS NOT NULL
+       AND k.queue = g.queue AND k.idempotency_key = g.idempotency_key AND k.job_id = g.id
+)
+SELECT count(*)::bigint AS n FROM gone;
+
+-- name: QueueHistoryPurge
+-- One batch of a queue's delete: up to %(limit)s of its finished jobs of %(statuses)s (completed and cancelled; dead too for a purge), and their idempotency keys; returns how many.
+WITH doomed AS (
+    SELECT h.id, h.expires_at FROM jobs_history h
+     WHERE h.queue = %(queue)s AND h.status = ANY (%(statuses)s::text[])
+     LIMIT (SELECT %(limit)s::bigint)
+),
+gone AS (
+    -- By id and expiry, as arrays (as HistoryDeleteExpired): each partition is probed by id.
+    DELETE FROM jobs_history h
+     WHERE h.id = ANY (ARRAY(SELECT id FROM doomed))
+       AND h.expires_at = ANY (ARRAY(SELECT expires_at FROM doomed))
+       AND h.queue = %(queue)s
+    RETURNING h.id, h.queue, h.idempotency_key
+),
+keys AS (
+    DELETE FROM job_keys k USING gone g
+     WHERE g.idempotency_key IS NOT NULL
+       AND k.queue = g.queue AND k.idempotency_key = g.idempotency_key AND k.job_id = g.id
+)
+SELECT count(*)::bigint AS n FROM gone;
+
+-- name: QueueDelete
+-- Delete a queue whose jobs are gone (under QueueLockForDelete): its row, and its counters (which then sum to zero), so that no listing or /metrics shows it.
+WITH counters AS (
+    DELETE FROM job_counts WHERE queue = %(queue)s
+)
+DELETE FROM queues WHERE name = %(queue)s RETURNING name;
+
+-- name: QueueRestore
+-- After a delete: jobs that an enqueue outside the API (the SQL functions, which read the queue without locking it) wrote into the queue as it was deleted get their queue back, with the defaults, and its counters are corrected from its rows. Returns the name when it did.
+WITH made AS (
+    INSERT INTO queues (name) SELECT %(queue)s
+     WHERE EXISTS (SELECT 1 FROM jobs WHERE queue = %(queue)s)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING name
+),
+-- The delete removed the counter rows: a job counted before that removal is counted again.
+fixed AS (
+    INSERT INTO job_counts AS c (queue, status, type, shard, n)
+    SELECT %(queue)s, k.status, k.type, 0, k.actual - k.counted
+      FROM (SELECT coalesce(a.status, b.status) AS status, coalesce(a.type, b.type) AS type,
+                   coalesce(a.n, 0) AS actual, coalesce(b.n, 0) AS counted
+              FROM (SELECT status, type, count(*) AS n FROM jobs WHERE queue = %(queue)s
+                     GROUP BY status, type) a
+              FULL JOIN (SELECT status, type, sum(n) AS n FROM job_counts
+                          WHERE queue = %(queue)s AND status IN ('pending', 'running', 'failed')
+                          GROUP BY status, type) b ON a.status = b.status AND a.type = b.type) k
+     WHERE k.actual <> k.counted AND EXISTS (SELECT 1 FROM made)
+    ON CONFLICT (queue, status, type, shard) DO UPDATE SET n = c.n + excluded.n
+)
+SELECT name FROM made;
+
 -- name: QueueGet
 -- One queue's settings.
 SELECT * FROM queues WHERE name = %(queue)s;
@@ -762,9 +876,14 @@ SELECT min(next_fire_at) AS next_fire_at, coalesce(bool_or(pending_fire_at IS NO
 SELECT to_regclass('schedules') IS NOT NULL AS present;
 
 -- name: TopicSubscribe
--- Subscribe a queue to a topic, or replace the subscription's type override (PUT); created tells which.
+-- Subscribe a queue to a topic, or replace the subscription's type override (PUT); created tells which. No row: the queue does not exist (deleted as it was subscribed).
+-- The queue's row is locked first, as the foreign key's check would lock it, but here a queue
+-- deleted meanwhile inserts nothing instead of failing the statement.
+WITH q AS (
+    SELECT name FROM queues WHERE name = %(queue)s FOR KEY SHARE
+)
 INSERT INTO topic_subscriptions AS s (topic, queue, type)
-VALUES (%(topic)s, %(queue)s, %(type)s)
+SELECT %(topic)s, q.name, %(type)s FROM q
 ON CONFLICT (topic, queue) DO UPDATE SET type = excluded.type
 RETURNING s.topic, s.queue, s.type, s.created_at, (xmax = 0) AS created;
 

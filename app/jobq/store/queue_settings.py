@@ -44,15 +44,24 @@ async def _rekey_late_writers(db: Database, name: str) -> None:
     more (a writer takes its table lock before its snapshot, so one that starts later reads
     the new setting); re-keying then catches them all. This replaces a sweep of the whole
     table every second for keys left NULL."""
+    await wait_for_job_writers(db, f"queue {name}: aging_ms changed", "jobs they wrote may "
+                               "keep a key from the old setting")
+    await db.fetch(Q.QueueAgedKeysReset, {"queue": name})
+
+
+async def wait_for_job_writers(db: Database, what: str, risk: str) -> None:
+    """Wait until every transaction that is writing jobs now (other than ours) has ended.
+
+    A writer that read a queue's row before a change to it committed may commit rows made
+    from what it read; once these have ended, none can appear any more. ``what`` and ``risk``
+    word the warning logged if one outlives the wait (only a transaction outside jobq does)."""
     row = await db.fetch_one(Q.JobWritersInFlight)
     waiting = set(row["writers"] if row else [])
     deadline = time.monotonic() + 3 * db.timeout_s
     while waiting:
-        if time.monotonic() > deadline:  # only a transaction outside jobq stays this long
-            log.warning("queue %s: aging_ms changed while %d transactions kept writing jobs; "
-                        "jobs they wrote may keep a key from the old setting", name, len(waiting))
+        if time.monotonic() > deadline:
+            log.warning("%s while %d transactions kept writing jobs; %s", what, len(waiting), risk)
             break
         await asyncio.sleep(_WRITERS_POLL_S)
         row = await db.fetch_one(Q.JobWritersInFlight)
         waiting &= set(row["writers"] if row else [])
-    await db.fetch(Q.QueueAgedKeysReset, {"queue": name})

@@ -219,6 +219,24 @@ def inserted(row: Row) -> InsertedJob:
     return InsertedJob(job(row), change(row))
 
 
+def queue_missing(row: Row) -> bool:
+    """Whether a batch row's queue did not exist (JobInsertMany's ``_no_queue``)."""
+    return bool(row["_no_queue"])
+
+
+class QueueUsage(NamedTuple):
+    """What keeps a queue from being deleted (QueueUsage): its blocking jobs by status
+    (nonzero only), and the schedules and topics that name it."""
+
+    counts: dict[str, int]
+    schedules: list[str]
+    topics: list[str]
+
+
+def queue_usage(row: Row) -> QueueUsage:
+    return QueueUsage(dict(row["counts"]), list(row["schedules"]), list(row["topics"]))
+
+
 class QueueDepth(NamedTuple):
     name: str
     depth: int

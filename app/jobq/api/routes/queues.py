@@ -63,3 +63,38 @@ async def patch_queue(body: QueueSettingsPatch, name: Annotated[QueueName, Path(
     defaults first. Running caps and pauses apply to claims within 1 s on every replica."""
     require_queues(who, (name,))
     return render.json_response(await core.update_queue(ctx, name, body.changes()))
+
+
+@router.delete("/{name}", status_code=204, response_class=Response, summary="Delete a queue",
+               responses={204: {"description": "deleted"},
+                          **answers(*GUARDED, 422, notes={
+                              404: "`not_found`: no such queue",
+                              409: "`queue_not_empty`: the queue holds jobs waiting, running, "
+                                   "failed or dead (`counts` by status), or schedules or topic "
+                                   "subscriptions name it (`schedules`, `topics`); nothing was "
+                                   "deleted"})})
+async def delete_queue(
+    name: Annotated[QueueName, Path()],
+    purge: Annotated[bool, Query(description=(
+        "delete the queue's jobs too, whatever their status: running jobs lose their leases "
+        "(a later heartbeat, ack or fail answers `409 lease_lost`)"))] = False,
+    ctx: Context = Depends(context), who: Principal = Depends(caller),
+) -> Response:
+    """Deletes the queue: its settings, its completed and cancelled jobs (so it shows up
+    nowhere any more: not in `GET /v1/queues`, `GET /v1/jobs?queue=`, `/metrics` or the
+    dashboard), and its counts. Refused with `409 queue_not_empty` while it holds a job
+    waiting (`pending`), running, failed and awaiting a retry, or dead; the answer's
+    `counts` says how many of each. With `purge=true` those jobs are deleted first, in
+    batches of 1000 (no lock on a table, none held long).
+
+    Schedules whose job targets the queue and topics subscribed to it are never deleted
+    with it: while any names it the delete is refused (`409 queue_not_empty`, naming them
+    in `schedules` and `topics`), with or without `purge`. Delete those schedules (or point
+    them at another queue) and unsubscribe the queue first.
+
+    An enqueue to the queue while it is deleted is never lost: it either commits first (and
+    the delete answers 409, or purges it) or comes after and creates the queue again with
+    the defaults, as any first enqueue does. A claim waiting on the queue keeps waiting."""
+    require_queues(who, (name,))
+    await core.delete_queue(ctx, name, purge=purge)
+    return Response(status_code=204)
