@@ -675,3 +675,57 @@ def test_bulk_retry_of_dead_letters(page: Page, api: httpx.Client, live_server: 
                what="the selected dead jobs replayed")
     expect(page.locator("tr[data-job]")).to_have_count(1)
     assert job_status(api, kept) == "dead"
+
+
+def test_delete_queue_from_its_page(page: Page, api: httpx.Client, live_server: LiveServer) -> None:
+    """A button on the queue's page, with a confirmation; a queue holding jobs is refused
+    with the API's message (409 queue_not_empty), and the page offers to purge it."""
+    finished(api, "del-empty", 1)  # a completed job does not keep a queue
+    answers: list[bool] = []
+    page.on("dialog", lambda d: d.accept() if answers.pop(0) else d.dismiss())
+
+    page.goto(live_server.url + "/ui#/queues?prefix=del-empty")
+    page.locator('tr[data-queue="del-empty"] td.name a').click()
+    expect(page).to_have_url(live_server.url + "/ui#/queue/del-empty")
+    answers.append(False)  # declined: nothing happens
+    page.get_by_role("button", name="Delete queue").click()
+    page.wait_for_timeout(500)  # the window in which a delete wrongly sent anyway would land
+    assert api.get("/v1/queues/del-empty").status_code == 200
+    answers.append(True)
+    page.get_by_role("button", name="Delete queue").click()
+    expect(page).to_have_url(live_server.url + "/ui#/queues")
+    assert api.get("/v1/queues/del-empty").status_code == 404
+    expect(page.locator('tr[data-queue="del-empty"]')).to_have_count(0)
+
+    dead = dead_job(api, "del-full")
+    waiting = [enqueue(api, "del-full")["id"] for _ in range(2)]
+    refused = api.delete("/v1/queues/del-full")  # what the page will be told (it changes nothing)
+    assert refused.status_code == 409 and refused.json()["code"] == "queue_not_empty"
+    page.goto(live_server.url + "/ui#/queue/del-full")
+    answers.append(True)
+    page.get_by_role("button", name="Delete queue").click()
+    expect(page.locator("#queue-delete")).to_contain_text(refused.json()["detail"])
+    assert api.get("/v1/queues/del-full").status_code == 200
+    shot(page, "queue-delete-refused")
+    answers.append(True)
+    page.get_by_role("button", name="Delete the queue with its jobs").click()
+    expect(page).to_have_url(live_server.url + "/ui#/queues")
+    assert api.get("/v1/queues/del-full").status_code == 404
+    for job_id in (*waiting, dead["id"]):
+        assert job_status(api, job_id) is None
+
+
+def test_a_queue_a_schedule_names_is_not_offered_a_purge(
+    page: Page, api: httpx.Client, live_server: LiveServer
+) -> None:
+    enqueue(api, "del-sched")
+    nightly = {"cron": "0 2 * * *", "job": {"type": "r", "queue": "del-sched"}}
+    r = api.put("/v1/schedules/del-sched-nightly", json=nightly)
+    assert r.status_code == 201, r.text
+    page.on("dialog", lambda d: d.accept())
+    page.goto(live_server.url + "/ui#/queue/del-sched")
+    page.get_by_role("button", name="Delete queue").click()
+    box = page.locator("#queue-delete")
+    expect(box).to_contain_text("del-sched-nightly")
+    expect(box.get_by_role("button", name="Delete the queue with its jobs")).to_have_count(0)
+    assert api.get("/v1/queues/del-sched").status_code == 200
