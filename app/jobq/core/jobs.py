@@ -87,14 +87,14 @@ async def list_jobs(
     before = decode_cursor(cursor) if cursor else None
     sql, params = listing.jobs_page(queue=queue, status=status, type_=type_, before_id=before,
                                     limit=limit, scope=scope, search=search)
-    rows = await ctx.db.fetch(sql, params)
-    jobs = [records.job(r) for r in rows if r["id"] is not None]
+    page = records.job_page(await ctx.db.fetch(sql, params), search is not None)
+    jobs = page.jobs
     if len(jobs) > limit:
         jobs = jobs[:limit]
         return jobs, encode_cursor(jobs[-1].id)
-    if search is not None and rows and rows[0]["scan_n"] >= SEARCH_SCAN:
+    if page.scan_n >= SEARCH_SCAN and page.scan_low is not None:
         # Every job the scan examined was looked at; older ones may match.
-        return jobs, encode_cursor(rows[0]["scan_low"])
+        return jobs, encode_cursor(page.scan_low)
     return jobs, None
 
 

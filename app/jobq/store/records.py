@@ -83,6 +83,21 @@ def lease(row: Row) -> Lease:
     return le
 
 
+class JobPage(NamedTuple):
+    """A listing's rows: its jobs, and for a search how many jobs the scan examined and the
+    lowest id it reached (every row carries both; a page of no match is one row of NULL job)."""
+    jobs: list[Job]
+    scan_n: int
+    scan_low: int | None
+
+
+def job_page(rows: list[Row], search: bool) -> JobPage:
+    jobs = [job(r) for r in rows if r["id"] is not None]
+    if not search or not rows:
+        return JobPage(jobs, 0, None)
+    return JobPage(jobs, rows[0]["scan_n"], rows[0]["scan_low"])
+
+
 class JobChange(NamedTuple):
     """What the lifecycle events and counters read of a job a statement changed. Statements
     that return fewer columns (a batch ack, a reap, a purge) leave the others None."""
