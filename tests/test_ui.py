@@ -639,6 +639,7 @@ def test_bulk_selection_cancels_retries_and_deletes_and_reports_each_failure(
     # retry them
     for job_id in waiting[:2]:
         page.locator(f'tr[data-job="{job_id}"] input[data-select]').check()
+    expect(page.locator("#bulk-count")).to_have_text("2 selected")
     page.get_by_role("button", name="Retry selected").click()
     eventually(lambda: [job_status(api, j) for j in waiting[:2]] == ["pending"] * 2, poll_s=0.1,
                what="the two selected jobs retried")
