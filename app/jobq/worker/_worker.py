@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 import httpx
 
@@ -72,6 +72,7 @@ Handler = Callable[[Job], Any]
 """A job handler: gets the ``Job``, returns (or, if ``async def``, resolves to) its result."""
 
 T = TypeVar("T")
+_Item = TypeVar("_Item")  # what a _Batcher sends: an ack (lease_id, result) or a lease_id
 
 DEFAULT_CONCURRENCY: Final = 10
 DEFAULT_WAIT_MS: Final = 10_000
@@ -673,7 +674,7 @@ class Worker:
     async def _send_release(self, r: _Running, release: _Release) -> None:
         job = r.lease.job
         try:
-            code = await self._releaser.release(r.lease.lease_id)
+            code = await self._releaser.submit(r.lease.lease_id)
         except _REFUSED as exc:
             self._refused(f"release of job {job.id}", exc)
         except _GaveUp:
@@ -692,7 +693,7 @@ class Worker:
         """Ack; returns the failure to report instead when the service refuses the result."""
         job = r.lease.job
         try:
-            code = await self._acker.ack(r.lease.lease_id, ack.result)
+            code = await self._acker.submit((r.lease.lease_id, ack.result))
         except PayloadTooLarge as exc:
             return _Fail(f"the service refused the result as too large: {exc}", retry=False)
         except _REFUSED as exc:
@@ -938,21 +939,19 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-class _Acker:
-    """Sends acks, batching the ones that pile up while a request is in flight.
-
-    No timer: a lone ack goes out at once, and under load the batches grow by themselves.
-    """
+class _Batcher(Generic[_Item]):
+    """Sends reports of one kind, batching the ones that pile up while a request is in
+    flight. No timer: a lone report goes out at once, and under load the batches grow by
+    themselves. Each report's answer is ``"ok"`` or a code that says why not."""
 
     def __init__(self, worker: Worker) -> None:
         self._worker = worker
-        self._pending: list[tuple[str, Any, asyncio.Future[str]]] = []
+        self._pending: list[tuple[_Item, asyncio.Future[str]]] = []
         self._wake = asyncio.Event()
 
-    async def ack(self, lease_id: str, result: Any) -> str:
-        """Ack one lease; returns ``"ok"`` or the code that says why not (``lease_lost``)."""
+    async def submit(self, item: _Item) -> str:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._pending.append((lease_id, result, future))
+        self._pending.append((item, future))
         self._wake.set()
         return await future
 
@@ -965,10 +964,17 @@ class _Acker:
                 del self._pending[:MAX_BATCH]
                 await self._send(batch)
 
-    async def _send(self, batch: list[tuple[str, Any, asyncio.Future[str]]]) -> None:
+    async def _send(self, batch: list[tuple[_Item, asyncio.Future[str]]]) -> None:
+        raise NotImplementedError
+
+
+class _Acker(_Batcher[tuple[str, Any]]):
+    """Acks: (lease_id, result); ``lease_lost`` or ALREADY_STORED when not ok."""
+
+    async def _send(self, batch: list[tuple[tuple[str, Any], asyncio.Future[str]]]) -> None:
         client = self._worker._reports
         if len(batch) == 1:
-            lease_id, result, future = batch[0]
+            (lease_id, result), future = batch[0]
             try:
                 await self._worker._retrying(lambda: client.ack(lease_id, result))
             except LeaseLost as exc:
@@ -981,19 +987,17 @@ class _Acker:
                 _settle(future, "ok")
             return
         try:
-            results = await self._worker._retrying(
-                lambda: client.ack_many([(lease_id, result) for lease_id, result, _ in batch])
-            )
+            results = await self._worker._retrying(lambda: client.ack_many([item for item, _ in batch]))
         except PayloadTooLarge:
             # Each result fits but together they do not: send them one by one.
-            await asyncio.gather(*(self._send([item]) for item in batch))
+            await asyncio.gather(*(self._send([entry]) for entry in batch))
             return
         except Exception as exc:
-            for *_, future in batch:
+            for _, future in batch:
                 _settle(future, exc)
             return
         by_id = {r.lease_id: r for r in results}
-        for lease_id, _, future in batch:
+        for (lease_id, _), future in batch:
             answer = by_id.get(lease_id)
             if answer is None:
                 _settle(future, "missing from the batch answer")
@@ -1002,32 +1006,11 @@ class _Acker:
                         else answer.code or "not ok")
 
 
-class _Releaser:
-    """Sends releases, batching those that pile up: a stop hands back its prefetched jobs,
-    and later the ones the grace period ran out on, in the same loop turn, so they go out
-    as one ``POST /v1/leases/release``."""
-
-    def __init__(self, worker: Worker) -> None:
-        self._worker = worker
-        self._pending: list[tuple[str, asyncio.Future[str]]] = []
-        self._wake = asyncio.Event()
-
-    async def release(self, lease_id: str) -> str:
-        """Release one lease; returns ``"ok"``, the code that says why not (``lease_lost``,
-        ``not_found``) or ``NO_RELEASE`` when the service has no release endpoint."""
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._pending.append((lease_id, future))
-        self._wake.set()
-        return await future
-
-    async def run(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            while self._pending:
-                batch = self._pending[:MAX_BATCH]
-                del self._pending[:MAX_BATCH]
-                await self._send(batch)
+class _Releaser(_Batcher[str]):
+    """Releases, by lease_id: a stop hands back its prefetched jobs, and later the ones the
+    grace period ran out on, in the same loop turn, so they go out as one
+    ``POST /v1/leases/release``. Not ok: ``lease_lost``, ``not_found``, or NO_RELEASE when the
+    service has no release endpoint."""
 
     async def _send(self, batch: list[tuple[str, asyncio.Future[str]]]) -> None:
         client = self._worker._reports
