@@ -68,9 +68,11 @@ def test_with_json_the_error_is_a_json_object_on_stderr() -> None:
     assert "--limit" in error["error"]
 
 
-def test_a_handler_spec_without_attribute_is_one_line() -> None:
-    line = one_line(jobq("worker", "myapp.jobs", "--url", nowhere()), 2)
-    assert "expected 'package.module:attribute'" in line and "myapp.jobs:handlers" in line, line
+@pytest.mark.parametrize("spec", ["myapp.jobs", "myapp/jobs.py"])
+def test_a_handler_spec_without_attribute_is_one_line(spec: str) -> None:
+    line = one_line(jobq("worker", spec, "--url", nowhere()), 2)
+    # the example is the dotted form, also when the spec was a file path
+    assert "expected 'package.module:attribute'" in line and "'myapp.jobs:handlers'" in line, line
 
 
 def test_a_missing_module_or_attribute_is_one_line() -> None:

@@ -436,17 +436,17 @@ def test_queues_delete_asks_refuses_with_counts_and_purges(live_server: LiveServ
     assert "pass --yes" in line and "typo" in line, line
     assert exists("typo")
     declined = at_terminal("n\n", "typo")
-    assert declined.returncode == 1 and "Delete queue 'typo' with its 1 completed jobs?" in declined.stderr
+    assert declined.returncode == 1 and "Delete queue 'typo' with its 1 completed job?" in declined.stderr
     assert "nothing deleted" in declined.stderr and exists("typo")
     accepted = at_terminal("y\n", "typo")
-    assert ok(accepted).strip() == "deleted queue typo (deleted 1 completed jobs)"
+    assert ok(accepted).strip() == "deleted queue typo (deleted 1 completed job)"
     assert not exists("typo")
 
     for _ in range(3):
         enqueue(live_server, queue="busy")
     kill(live_server, "busy", "x")
     line = one_line(jobq(live_server, "queues", "delete", "busy", "--yes"), 1)
-    assert "2 pending, 1 dead jobs" in line and "--purge" in line, line
+    assert "3 jobs: 2 pending, 1 dead" in line and "--purge" in line, line
     refused = json.loads(one_line(jobq(live_server, "queues", "delete", "busy", "--yes", "--json"), 1))
     assert refused["code"] == "queue_not_empty" and refused["counts"] == {"pending": 2, "dead": 1}
     assert exists("busy")

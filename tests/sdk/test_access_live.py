@@ -220,7 +220,7 @@ def test_jobq_worker_command_exits_1_with_one_clear_line(server: LiveServer, que
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1
-    assert "401 unauthorized" in stderr and "(set JOBQ_TOKEN or pass --token" in stderr
+    assert "401 unauthorized" in stderr and "mistyped or revoked: check JOBQ_TOKEN, --token" in stderr
     assert "Traceback" not in stderr
     # The refusal is said once, as the one ERROR line.
     errors = [line for line in stderr.splitlines() if " ERROR " in line]

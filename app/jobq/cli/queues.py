@@ -14,6 +14,7 @@ from jobq.cli.output import AsJson, Wide, console, fail, print_json, print_table
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_options
 from jobq.cli.views import queue_details, queues_table
 from jobq.client import Client, Queue, QueueNotEmpty
+from jobq.domain.queues import jobs_by_status
 
 app = CommandGroup(help="Queues: counts, lag, settings and deletion.", invoke_without_command=True)
 
@@ -118,15 +119,11 @@ def _some(q: Queue, statuses: tuple[str, ...]) -> dict[str, int]:
     return {s: n for s in statuses if (n := getattr(q.counts, s))}
 
 
-def _words(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {status}" for status, n in counts.items())
-
-
 def _refusal(name: str, exc: QueueNotEmpty) -> str:
     """The 409's reasons, in the command's words (``--purge``, not ``purge=true``)."""
     why = []
     if exc.counts:
-        why.append(f"it holds {_words(exc.counts)} jobs (--purge deletes them too)")
+        why.append(f"it holds {jobs_by_status(exc.counts)} (--purge deletes them too)")
     if exc.schedules:
         why.append("schedules " + ", ".join(exc.schedules) + " enqueue to it")
     if exc.topics:
@@ -159,7 +156,7 @@ def queues_delete(
         finished = _some(q, _FINISHED)
         # Without --purge, a queue holding jobs is refused: no question first.
         if not yes and (purge or not _some(q, _LIVE)):
-            jobs = [f"{_words(live)} jobs" if live else "", f"{_words(finished)} jobs" if finished else ""]
+            jobs = [jobs_by_status(live) if live else "", jobs_by_status(finished) if finished else ""]
             also = " and ".join(j for j in jobs if j)
             question = f"Delete queue {name!r}" + (f" with its {also}" if also else "") + "?"
             if not typer.confirm(question, default=False, err=True):
@@ -173,7 +170,7 @@ def queues_delete(
     if as_json:
         print_json({"deleted": name, "purged": live, "finished": finished})
         return
-    what = [f"purged {_words(live)} jobs" if live else "",
-            f"deleted {_words(finished)} jobs" if finished else ""]
+    what = [f"purged {jobs_by_status(live)}" if live else "",
+            f"deleted {jobs_by_status(finished)}" if finished else ""]
     done = "; ".join(w for w in what if w)
     console.print(f"deleted queue {name}" + (f" ({done})" if done else ""))

@@ -13,7 +13,7 @@ from jobq.core import counters
 from jobq.core.context import Context
 from jobq.domain.errors import InvalidInput, NotFound, QueueNotEmpty
 from jobq.domain.jobs import JobStatus
-from jobq.domain.queues import QUEUE_SETTINGS
+from jobq.domain.queues import QUEUE_SETTINGS, jobs_by_status
 from jobq.store import queue_settings as settings_store
 from jobq.store import records
 from jobq.store.db import Connection
@@ -151,8 +151,7 @@ def _refuse(name: str, usage: QueueUsage, purge: bool) -> None:
         return
     reasons = []
     if counts:
-        held = ", ".join(f"{n} {status}" for status, n in counts.items())
-        reasons.append(f"it holds {held} jobs (delete with purge=true to delete them too)")
+        reasons.append(f"it holds {jobs_by_status(counts)} (delete with purge=true to delete them too)")
     if usage.schedules:
         reasons.append("schedules " + ", ".join(usage.schedules) + " enqueue to it "
                        "(delete them or point them at another queue)")

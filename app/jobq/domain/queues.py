@@ -7,6 +7,7 @@ pins the migrated database's column defaults to them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -39,3 +40,15 @@ class QueueSettings:
 
 QUEUE_DEFAULTS = QueueSettings()
 QUEUE_SETTINGS: tuple[str, ...] = tuple(f.name for f in fields(QueueSettings))
+
+
+def jobs_by_status(counts: Mapping[str, int]) -> str:
+    """``1 pending job``, ``2 dead jobs``, ``4 jobs: 3 pending, 1 dead``: a queue's jobs in
+    the words of a sentence (a delete's refusal, what it deleted)."""
+    total = sum(counts.values())
+    noun = "job" if total == 1 else "jobs"
+    if len(counts) == 1:
+        (status, n), = counts.items()
+        return f"{n} {status} {noun}"
+    return f"{total} {noun}: " + ", ".join(f"{n} {status}" for status, n in counts.items())
+

@@ -41,7 +41,7 @@ def load_handlers(spec: str) -> dict[str, Handler]:
     if not sep or not module_name or not attr_path:
         raise ValueError(
             f"handler spec {spec!r}: expected 'package.module:attribute' "
-            f"(for example '{module_name or 'myapp.jobs'}:handlers')"
+            f"(for example '{_dotted(module_name) or 'myapp.jobs'}:handlers')"
         )
     try:
         target: Any = importlib.import_module(module_name)
@@ -87,11 +87,16 @@ def _dotted_hint(module_name: str, attr_path: str) -> str:
     name it means, since Python imports modules, not files."""
     if not any(mark in module_name for mark in ("/", "\\")) and not module_name.endswith(".py"):
         return ""
-    dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+    dotted = _dotted(module_name)
     top = dotted.split(".")[0]
     holds = f"{top}/" if "." in dotted else f"{top}.py"
     return (f"; the spec is a dotted module name, not a file path: '{dotted}:{attr_path}', "
             f"run from the folder that holds {holds}")
+
+
+def _dotted(module_name: str) -> str:
+    """``myapp/jobs.py`` -> ``myapp.jobs``; a dotted name stays as it is."""
+    return module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
 
 
 def _where(exc: BaseException) -> str:

@@ -1063,7 +1063,7 @@ def _settle(future: asyncio.Future[str], value: str | BaseException) -> None:
 
 def _hint(exc: APIError) -> str:
     if isinstance(exc, Unauthorized):
-        return " (set JOBQ_TOKEN or pass --token / token=)"
+        return " (no token, or one mistyped or revoked: check JOBQ_TOKEN, --token or token=)"
     if isinstance(exc, Forbidden):
         return " (use a worker token whose queues cover this worker's)"
     return ""
