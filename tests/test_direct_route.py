@@ -25,7 +25,7 @@ def test_the_workers_and_producers_posts_are_called_directly() -> None:
     direct = sorted(original_route(r).name for r in resolved_routes(app.router.routes)
                     if takes_only_request(original_route(r)))
     assert direct == ["ack", "ack_many", "claim", "create_job", "create_jobs", "fail",
-                      "heartbeat"]
+                      "heartbeat", "release", "release_many"]
 
 
 async def _stamp(request: Request) -> None:

@@ -43,7 +43,7 @@ async def list_workers(
 
 
 @router.post("/workers/{worker_id:path}/beat", response_model=WorkerBeatPublic,
-             summary="A worker reports itself", responses=answers(*GUARDED, 413, 422))
+             summary="A worker reports itself", responses=answers(*GUARDED, 404, 413, 422))
 async def beat_worker(
     worker_id: Annotated[Text255, Path(description="the `worker_id` it claims with (percent-encoded)")],
     body: WorkerBeatBody | None = Body(default=None),
@@ -54,7 +54,8 @@ async def beat_worker(
     state changes (`stopping` when told to stop, `stopped` at exit). One upsert of its row,
     `last_seen_at` now; a field left out keeps what an earlier beat said, so a beat may be
     `{}` or no body at all. `queues` outside the token's queues are `403`. Answers the
-    worker's record as its beats made it; `GET /v1/workers` adds what its jobs say."""
+    worker's record as its beats made it; `GET /v1/workers` adds what its jobs say. A
+    `worker_id` holding a line break names no path: `404`."""
     b = body or WorkerBeatBody()
     if b.queues:
         require_queues(who, b.queues)
