@@ -68,6 +68,28 @@ async def running_app(settings: Settings) -> AsyncIterator[FastAPI]:
         yield app
 
 
+Headers = dict[str, str]
+
+
+@contextlib.asynccontextmanager
+async def app_with_tokens(
+        database_url: str, admin_token: str, tokens: dict[str, tuple[str, str]],
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, Headers]]]:
+    """A service with access tokens: a client sending the environment's admin token, and the
+    Authorization headers of ``tokens`` (name: (role, queues)), made through POST /v1/tokens,
+    and of "admin"."""
+    async with running_app(make_settings(database_url, admin_token=admin_token)) as application:
+        admin = {"Authorization": f"Bearer {admin_token}"}
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=application),
+                                     base_url="http://jobq", headers=admin) as c:
+            made = {"admin": admin}
+            for name, (role, queues) in tokens.items():
+                r = await c.post("/v1/tokens", json={"role": role, "queues": queues})
+                assert r.status_code == 201, r.text
+                made[name] = {"Authorization": f"Bearer {r.json()['token']}"}
+            yield c, made
+
+
 @pytest.fixture
 async def app(database_url: str) -> AsyncIterator[FastAPI]:
     async with running_app(make_settings(database_url)) as application:

@@ -13,7 +13,7 @@ import pytest
 
 from jobq.core import jobs as core_jobs
 from jobq.store import listing
-from tests.conftest import make_settings, running_app
+from tests.conftest import app_with_tokens
 from tests.helpers import claim, counts, enqueue, problem, validation
 
 ADMIN_TOKEN = "search-test-admin-token-0123456789"
@@ -179,17 +179,14 @@ async def test_delete_races_claims_and_never_both_wins(client: httpx.AsyncClient
 
 @pytest.fixture
 async def secured(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, dict[str, str]]]]:
-    async with running_app(make_settings(database_url, admin_token=ADMIN_TOKEN)) as app:
-        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jobq",
-                                     headers=admin) as c:
-            made = {"admin": admin}
-            for name, role, queues in (("producer", "producer", "*"), ("worker", "worker", "*"),
-                                       ("admin_a", "admin", "team-a.*"), ("producer_a", "producer", "team-a.*")):
-                r = await c.post("/v1/tokens", json={"role": role, "queues": queues})
-                assert r.status_code == 201, r.text
-                made[name] = {"Authorization": f"Bearer {r.json()['token']}"}
-            yield c, made
+    tokens = {
+        "producer": ("producer", "*"),
+        "worker": ("worker", "*"),
+        "admin_a": ("admin", "team-a.*"),
+        "producer_a": ("producer", "team-a.*"),
+    }
+    async with app_with_tokens(database_url, ADMIN_TOKEN, tokens) as pair:
+        yield pair
 
 
 async def test_delete_is_an_admins_and_search_keeps_to_the_tokens_queues(

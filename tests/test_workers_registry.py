@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from jobq.core import activity, duties
-from tests.conftest import make_settings, running_app
+from tests.conftest import app_with_tokens, make_settings, running_app
 from tests.helpers import enqueue, problem, ts, validation
 from tests.waiting import aeventually
 
@@ -156,17 +156,14 @@ async def test_many_beats_of_one_new_worker_at_once_make_one_row(client: httpx.A
 
 @pytest.fixture
 async def secured(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, dict[str, str]]]]:
-    async with running_app(make_settings(database_url, admin_token=ADMIN_TOKEN)) as app:
-        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://jobq",
-                                     headers=admin) as c:
-            made = {"admin": admin}
-            for name, role, queues in (("producer", "producer", "*"), ("worker", "worker", "*"),
-                                       ("worker_a", "worker", "team-a.*"), ("admin_a", "admin", "team-a.*")):
-                r = await c.post("/v1/tokens", json={"role": role, "queues": queues})
-                assert r.status_code == 201, r.text
-                made[name] = {"Authorization": f"Bearer {r.json()['token']}"}
-            yield c, made
+    tokens = {
+        "producer": ("producer", "*"),
+        "worker": ("worker", "*"),
+        "worker_a": ("worker", "team-a.*"),
+        "admin_a": ("admin", "team-a.*"),
+    }
+    async with app_with_tokens(database_url, ADMIN_TOKEN, tokens) as pair:
+        yield pair
 
 
 async def test_only_workers_and_admins_beat_within_their_queues(
