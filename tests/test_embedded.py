@@ -61,6 +61,9 @@ def _postmaster_pid(pgdata: Path) -> int | None:
 OWNER = textwrap.dedent("""
     import signal, sys
     from jobq.embedded import EmbeddedPostgres, install_stop_on_signals
+    # As a shell starts a command: under nohup the test run's SIGHUP is ignored, and an
+    # ignored signal stays ignored (test_ignored_signals_stay_ignored).
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     server = EmbeddedPostgres(sys.argv[1])
     server.start()
     mode = sys.argv[2]
@@ -325,12 +328,7 @@ def test_without_the_wheel_the_error_says_what_to_do(tmp_path: Path, monkeypatch
 def test_signal_stops_the_server(tmp_path: Path, mode: str, sig: signal.Signals, status: int) -> None:
     owner, pid = _owner(tmp_path / "pgdata", mode)
     owner.send_signal(sig)
-    # Not communicate(): it closes the owner's stdin at once, and an owner whose read ends
-    # before its signal handler ran would exit 0 on its own.
-    owner.wait(timeout=30)
-    assert owner.stdout is not None and owner.stdin is not None
-    out = owner.stdout.read()
-    owner.stdin.close()
+    out, _ = owner.communicate(timeout=30)
     assert owner.returncode == status
     assert "UVICORN RETURNED" not in out
     _wait_gone(pid, f"{sig.name} left PostgreSQL running")

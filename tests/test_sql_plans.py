@@ -246,6 +246,9 @@ PAGES_FOR = {
     "JobInsert": 300,
     "JobReplayDead": 500,
     "JobPurgeDead": 150,
+    # Asked only when a lease operation found nothing: each of its 10 ids probed by primary
+    # key in jobs and in every partition of jobs_history (their number, not their size).
+    "LeaseJobsGone": 300,
 }
 
 _FILL = """
