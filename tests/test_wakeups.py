@@ -457,6 +457,9 @@ async def test_idle_long_polls_run_no_claim_while_nothing_happens(
 
 async def test_a_long_poll_that_times_out_runs_no_last_claim(
         app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The LISTEN connection, once up, rings every waiter (notifications may have been missed
+    # before it listened): that would be a bell, and a second look.
+    await board_of(app).notifications.listening.wait()
     claims = Claims(monkeypatch)
     assert await claim(client, ["empty"], wait_ms=300) == []
     assert claims.n == 1, "nothing rang it: there was nothing to claim at the end"
