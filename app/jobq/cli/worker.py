@@ -22,6 +22,7 @@ def worker(
         help="dotted.module:attribute (myapp.jobs:handlers, not a file path) naming a dict "
              "that maps each job type to its handler")],
     queues: Annotated[str | None, typer.Option(
+        envvar="JOBQ_QUEUES",
         help="comma-separated, tried in this order; without it, the queue default")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=1000)] = 10,
     lease_ms: Annotated[int | None, typer.Option(min=100)] = None,

@@ -21,7 +21,8 @@ class Retry(Exception):
 
 
 class Discard(Exception):
-    """Give up on the job: it goes ``dead`` at once (fail with ``retry: false``)."""
+    """Give up on the job: it goes ``dead`` at once (fail with ``retry: false``), ``reason``
+    as its error (``last_error``), word for word."""
 
     def __init__(self, reason: str = "discarded by the handler") -> None:
         super().__init__(reason)

@@ -236,7 +236,7 @@ class Worker:
     ``url_source`` says what chose ``url`` (``jobq worker`` passes ``"--url"`` or
     ``"JOBQ_URL"``); the start line and every connection error in the log name both;
     ``queues_source``, when given, is said after the queues in the start line (``jobq
-    worker`` says ``no --queues given``). Each job's outcome is one INFO line: id, type,
+    worker`` says ``no --queues or JOBQ_QUEUES given``). Each job's outcome is one INFO line: id, type,
     attempt, what happened and how long it ran.
 
     The worker reports itself to the service (``POST /v1/workers/{worker_id}/beat``: host,
@@ -641,7 +641,9 @@ class Worker:
         except Retry as exc:
             return _Fail(f"Retry: {exc.reason}", retry_in_ms=exc.in_ms)
         except Discard as exc:
-            return _Fail(f"Discard: {exc.reason}", retry=False)
+            # The reason as given, nothing added: it is the job's last_error, the words the
+            # handler chose for why retrying cannot help (jobq conformance checks it so).
+            return _Fail(exc.reason, retry=False)
         except Exception as exc:
             return _Fail(describe(exc))
         if inspect.isawaitable(value):
