@@ -7,6 +7,10 @@
     assert done.code == 1, done.output
     assert done.line("echo").startswith("FAIL echo:"), done.output
 
+A module whose tests share one service (each run of the kit makes its own queue) starts it
+with ``live_service`` from a module-scoped fixture; ``worker_token`` makes a token on a service
+started with ``JOBQ_ADMIN_TOKEN``.
+
 The kit runs as a process (``python -m jobq.cli conformance``), as a user runs it: its
 stdout holds one line per check and the summary; its stderr the worker's output
 (``worker| ...``) and the kit's own notes, kept in ``output`` for assertion messages.
@@ -14,12 +18,18 @@ stdout holds one line per check and the summary; its stderr the worker's output
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
+
+from tests import pg
+from tests.conftest import LiveServer
 
 # The checks, in the order they run (as jobq.conformance.CHECKS).
 CHECKS = ("echo", "fail", "heartbeat", "idle", "retry-after", "stop")
@@ -68,3 +78,26 @@ def run_kit(url: str, command: Sequence[str], *, token: str | None = None,
     done = subprocess.run([*args, "--", *command], cwd=cwd or ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout_s)
     return KitRun(done.returncode, done.stdout.splitlines(), done.stderr)
+
+
+@contextlib.contextmanager
+def live_service(admin_url: str, template_db: str, env: Mapping[str, str] | None = None) -> Iterator[LiveServer]:
+    """A ``jobq serve`` on a database of its own, for as long as the ``with`` lasts; take
+    ``admin_url`` and ``template_db`` from the fixtures of those names (session-scoped, so a
+    module-scoped fixture may use them)."""
+    name = pg.clone(admin_url, template_db)
+    server = LiveServer(pg.with_database(admin_url, name), env=dict(env or {}))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        pg.drop(admin_url, name)
+
+
+def worker_token(url: str, admin_token: str, queues: str = "conformance-*") -> str:
+    """A new ``worker`` token for ``queues`` (the kit's fresh queues are ``conformance-<hex>``)."""
+    r = httpx.post(f"{url}/v1/tokens", json={"role": "worker", "queues": queues},
+                   headers={"Authorization": f"Bearer {admin_token}"}, timeout=10)
+    assert r.status_code == 201, r.text
+    return str(r.json()["token"])

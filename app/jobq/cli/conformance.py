@@ -28,7 +28,7 @@ def conformance(
     worker_token: Annotated[str | None, typer.Option(
         help="the token the worker gets (JOBQ_TOKEN); without it, --token")] = None,
     queue: Annotated[str | None, typer.Option(
-        help="the queue to use; without it, a fresh conformance-<hex>, deleted at the end")] = None,
+        help="the queue to use; without it, a fresh conformance-XXXXXXXX, deleted at the end")] = None,
     only: Annotated[str | None, typer.Option(
         help="comma-separated checks to run alone: echo, fail, heartbeat, idle, retry-after, stop")] = None,
     skip: Annotated[str | None, typer.Option(help="comma-separated checks to leave out")] = None,

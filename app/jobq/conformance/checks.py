@@ -95,6 +95,16 @@ def _ids(ids: Iterable[str]) -> str:
     return ", ".join(ids)
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _said(wrong: list[str], most: int = 2) -> str:
+    """What is wrong, the first ``most`` things in full (a line, not a page)."""
+    more = f"; and {len(wrong) - most} more" if len(wrong) > most else ""
+    return "; ".join(wrong[:most]) + more
+
+
 def _short(value: Any, width: int = 60) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -103,6 +113,10 @@ def _short(value: Any, width: int = 60) -> str:
 def _calls(exchanges: list[Exchange], verb: str) -> Counter[str]:
     """How many times each lease was named by a call of ``verb`` (ack, release)."""
     return Counter(lid for x in exchanges for lid in x.lease_ids(verb))
+
+
+def _heartbeats(run: Run, lease_ids: set[str]) -> list[Exchange]:
+    return [x for x in run.proxy.exchanges() if x.call()[0] == "heartbeat" and x.call()[1] in lease_ids]
 
 
 def _done_or_retried(job: Job) -> bool:
@@ -129,7 +143,7 @@ def echo(run: Run) -> str:
             if acks[lease_id] > 1:
                 wrong.append(f"job {job.id}: lease {lease_id} acked {acks[lease_id]} times")
     if wrong:
-        raise CheckFailed("; ".join(wrong))
+        raise CheckFailed(_said(wrong))
     return (f"{len(ids)} jobs ({_ids(ids)}) completed on attempt 1 with their payloads as "
             f"result, each lease acked once")
 
@@ -160,7 +174,7 @@ def fail(run: Run) -> str:
             wrong.append(f"job {job.id} went dead with last_error {_short(job.last_error)}, "
                          f"not its message {_short(message)}")
     if wrong:
-        raise CheckFailed("; ".join(wrong))
+        raise CheckFailed(_said(wrong))
     return f"{len(ids)} jobs ({_ids(ids)}) dead after attempt 1 with their messages, none acked"
 
 
@@ -186,10 +200,10 @@ def heartbeat(run: Run) -> str:
     [final] = run.jobs_until([job.id], settled, timeout_s=ms / 1000 + 15)
     expired = [e for e in final.errors if e.kind == "lease_expired"]
     lease_ids = set(run.lease_ids(job.id))
-    beats = [x for x in run.proxy.exchanges() if x.call()[0] == "heartbeat" and x.call()[1] in lease_ids]
+    beats = _heartbeats(run, lease_ids)
     wrong = []
     if expired:
-        wrong.append(f"job {job.id}'s lease expired {len(expired)} times (errors has lease_expired)")
+        wrong.append(f"job {job.id}'s lease expired {_plural(len(expired), 'time')} (errors has lease_expired)")
     if not beats:
         wrong.append("no heartbeat was sent")
     if final.status != "completed":
@@ -200,7 +214,7 @@ def heartbeat(run: Run) -> str:
         wrong.append(f"job {job.id} completed on attempt {final.attempt}, not 1")
     head = f"job {job.id} sleeping {ms} ms on a {lease_ms} ms lease ({source}): "
     if wrong:
-        raise CheckFailed(head + "; ".join(wrong) + f"; {len(beats)} heartbeats")
+        raise CheckFailed(head + _said(wrong, 3) + f"; {_plural(len(beats), 'heartbeat')}")
     claimed = [x.ended for x in run.proxy.claims() for le in x.leases()
                if str(le.get("lease_id")) in lease_ids and x.ended is not None]
     times = sorted(claimed[:1] + [x.started for x in beats])
@@ -217,7 +231,7 @@ def idle(run: Run) -> str:
     claims = [x for x in run.proxy.claims(since=start) if x.started <= start + IDLE_S]
     rate = len(claims) / IDLE_S
     waits = sorted({str(x.body.get("wait_ms")) for x in claims if isinstance(x.body, dict)})
-    said = f"{len(claims)} claims in {IDLE_S:.0f} s with nothing to do ({rate:.1f}/s" + (
+    said = f"{_plural(len(claims), 'claim')} in {IDLE_S:.0f} s with nothing to do ({rate:.1f}/s" + (
         f", wait_ms {', '.join(waits)})" if waits else ")")
     if rate >= MAX_IDLE_CLAIMS_PER_S:
         raise CheckFailed(said + f": at least {MAX_IDLE_CLAIMS_PER_S:.0f}/s is spinning; "
@@ -249,7 +263,7 @@ def retry_after(run: Run) -> str:
         if later:
             gaps.append((min(later) - r.ended, r))
     kinds = Counter(x.status for x in refused)
-    said = (f"{len(refused)} claims refused in {REFUSE_FOR_S:.0f} s ("
+    said = (f"{_plural(len(refused), 'claim')} refused in {REFUSE_FOR_S:.0f} s ("
             + ", ".join(f"{s} ×{n}" for s, n in sorted(kinds.items())) + f") with Retry-After: {RETRY_AFTER_S}")
     soon = [(g, r) for g, r in gaps if g < least]
     if soon:
@@ -258,8 +272,9 @@ def retry_after(run: Run) -> str:
                           f"the soonest {g:.2f} s after a {r.status}")
     if not gaps:
         return said + "; no claim followed within the window"
-    return said + (f"; each next claim came {min(g for g, _ in gaps):.1f} to "
-                   f"{max(g for g, _ in gaps):.1f} s later (at least {least:.1f} s)")
+    low, high = f"{min(g for g, _ in gaps):.1f}", f"{max(g for g, _ in gaps):.1f}"
+    spread = low if low == high else f"{low} to {high}"
+    return said + f"; each next claim came {spread} s later (at least {least:.1f} s)"
 
 
 def stop(run: Run) -> str:
@@ -269,6 +284,10 @@ def stop(run: Run) -> str:
     if not handed:
         raise CheckFailed(f"job {job.id} was not claimed within 15 s")
     lease_id = str(handed[-1].get("lease_id"))
+    # Signalled the moment the claim is answered, a worker would stop before it starts the
+    # job; its first heartbeat says the job runs (a worker that sends none is the heartbeat
+    # check's to fail: it is signalled once its lease's time has passed).
+    run.proxy.wait_for(lambda: _heartbeats(run, {lease_id}), timeout_s=granted_lease_ms(run)[0] / 1000)
     sent = time.monotonic()
     run.worker.signal(signal.SIGTERM)
     code = run.worker.wait(run.stop_within_s)
@@ -282,7 +301,7 @@ def stop(run: Run) -> str:
         run.worker.stop(0)
     if after:
         first = min(x.started for x in after) - sent
-        wrong.append(f"{len(after)} claims after SIGTERM, the first {first:.2f} s after it")
+        wrong.append(f"{_plural(len(after), 'claim')} after SIGTERM, the first {first:.2f} s after it")
     if not final.releases:
         wrong.append(f"job {job.id} was not released: {final.status}, attempt {final.attempt}"
                      + (" (its lease would run out and spend the attempt)" if final.status == "running" else ""))
@@ -295,7 +314,7 @@ def stop(run: Run) -> str:
                          f"{len(final.releases)} releases, visible at {final.visible_at}: "
                          "released once it is pending, visible now, attempt 0")
     if wrong:
-        raise CheckFailed("; ".join(wrong))
+        raise CheckFailed(_said(wrong))
     when = f" {released[0].ended - sent:.1f} s after SIGTERM" if released and released[0].ended else ""
     return (f"job {job.id} released{when} (pending, visible now, attempt 0, 1 release), no claim "
             f"after SIGTERM, exited with code {code} after {took:.1f} s")
