@@ -180,6 +180,16 @@ function aborted(signal) {
   });
 }
 
+// The handler's outcome, or the abort's reason as soon as the signal aborts (a handler that
+// ignores its signal is left to run, and what it returns then is dropped).
+function unlessAborted(promise, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+    promise.then(resolve, reject);
+  });
+}
+
 function start(lease) {
   const { lease_id: leaseId, job } = lease;
   const abort = new AbortController();
@@ -216,7 +226,7 @@ async function run(leaseId, job, signal) {
   const handler = HANDLERS[job.type];
   let outcome;
   try {
-    const result = await Promise.race([handler(job, signal), aborted(signal).then(() => { throw signal.reason; })]);
+    const result = await unlessAborted(handler(job, signal), signal);
     outcome = { verb: "ack", body: { result } };
   } catch (error) {
     if (error instanceof LeaseLost) return;
