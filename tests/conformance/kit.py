@@ -73,7 +73,7 @@ def run_kit(url: str, command: Sequence[str], *, token: str | None = None,
                         ("--stop-within", None if stop_within is None else str(stop_within))):
         if value:
             args += [flag, value]
-    full_env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_TOKEN", "JOBQ_URL", "JOBQ_BROKEN")}
+    full_env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_TOKEN", "JOBQ_WORKER_TOKEN", "JOBQ_URL", "JOBQ_BROKEN")}
     full_env.update(env or {})
     done = subprocess.run([*args, "--", *command], cwd=cwd or ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout_s)

@@ -26,7 +26,8 @@ def conformance(
     url: Url = DEFAULT_URL,
     token: Token = None,
     worker_token: Annotated[str | None, typer.Option(
-        help="the token the worker gets (JOBQ_TOKEN); without it, --token")] = None,
+        envvar="JOBQ_WORKER_TOKEN",
+        help="the token the worker gets as JOBQ_TOKEN; without it, --token")] = None,
     queue: Annotated[str | None, typer.Option(
         help="the queue to use; without it, a fresh conformance-XXXXXXXX, deleted at the end")] = None,
     only: Annotated[str | None, typer.Option(

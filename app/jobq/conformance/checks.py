@@ -14,6 +14,7 @@ Bounds and tolerances, which the README states too:
 from __future__ import annotations
 
 import json
+import secrets
 import signal
 import time
 from collections import Counter
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from jobq.client import Client, Job
+from jobq.client import Client, Job, TransportError
 from jobq.conformance.process import WorkerProcess
 from jobq.conformance.proxy import Exchange, RecordingProxy
 
@@ -47,6 +48,7 @@ RETRY_AFTER_SLACK = 0.9
 SIGNAL_SLACK_S = 0.05
 STOP_JOB_MS = 120_000
 POLL_S = 0.05
+ENQUEUE_TRIES = 3
 # After the jobs are done, how long a stray second ack has to show up.
 SETTLE_S = 0.5
 
@@ -66,6 +68,19 @@ class Run:
     queue: str
     queue_lease_ms: int
     stop_within_s: float
+
+    def enqueue(self, type: str, payload: dict[str, Any], **options: Any) -> Job:
+        """Enqueue into the run's queue. Sent again when the connection drops unanswered (the
+        service closes a kept-alive connection idle for a few seconds, as in the idle check):
+        the idempotency key makes that safe."""
+        key = f"conformance:{secrets.token_hex(8)}"
+        for tries in range(ENQUEUE_TRIES, 0, -1):
+            try:
+                return self.client.enqueue(type, payload, queue=self.queue, idempotency_key=key, **options)
+            except TransportError:
+                if tries == 1:
+                    raise
+        raise AssertionError("not reached")
 
     def alive(self, when: str) -> None:
         code = self.worker.exit_code
@@ -124,7 +139,7 @@ def _done_or_retried(job: Job) -> bool:
 
 
 def echo(run: Run) -> str:
-    jobs = [run.client.enqueue("conformance.echo", p, queue=run.queue) for p in ECHO_PAYLOADS]
+    jobs = [run.enqueue("conformance.echo", p) for p in ECHO_PAYLOADS]
     ids = [j.id for j in jobs]
     final = run.jobs_until(ids, _done_or_retried, timeout_s=15)
     time.sleep(SETTLE_S)
@@ -149,8 +164,7 @@ def echo(run: Run) -> str:
 
 
 def fail(run: Run) -> str:
-    jobs = [run.client.enqueue("conformance.fail", {"message": m}, queue=run.queue,
-                               max_attempts=FAIL_MAX_ATTEMPTS) for m in FAIL_MESSAGES]
+    jobs = [run.enqueue("conformance.fail", {"message": m}, max_attempts=FAIL_MAX_ATTEMPTS) for m in FAIL_MESSAGES]
     ids = [j.id for j in jobs]
     final = run.jobs_until(ids, _done_or_retried, timeout_s=15)
     time.sleep(SETTLE_S)
@@ -192,7 +206,7 @@ def granted_lease_ms(run: Run) -> tuple[int, str]:
 def heartbeat(run: Run) -> str:
     lease_ms, source = granted_lease_ms(run)
     ms = max(3 * lease_ms, MIN_SLEEP_MS)
-    job = run.client.enqueue("conformance.sleep", {"ms": ms}, queue=run.queue)
+    job = run.enqueue("conformance.sleep", {"ms": ms})
 
     def settled(j: Job) -> bool:
         return _done_or_retried(j) or any(e.kind == "lease_expired" for e in j.errors)
@@ -245,7 +259,7 @@ def retry_after(run: Run) -> str:
     try:
         # Ends a long-poll the worker has waiting at the service (which the proxy forwarded
         # before it began refusing), so that its next claim comes now.
-        run.client.enqueue("conformance.echo", {"wake": "the waiting claim"}, queue=run.queue)
+        run.enqueue("conformance.echo", {"wake": "the waiting claim"})
         code = run.worker.wait(REFUSE_FOR_S - (time.monotonic() - start))
     finally:
         run.proxy.forward_claims()
@@ -278,7 +292,7 @@ def retry_after(run: Run) -> str:
 
 
 def stop(run: Run) -> str:
-    job = run.client.enqueue("conformance.sleep", {"ms": STOP_JOB_MS}, queue=run.queue)
+    job = run.enqueue("conformance.sleep", {"ms": STOP_JOB_MS})
     handed = run.proxy.wait_for(lambda: run.leases_of(job.id), timeout_s=15)
     run.alive("before SIGTERM")
     if not handed:

@@ -1,8 +1,10 @@
 """The recording proxy: the worker under test talks to the service through it.
 
 A small threaded HTTP/1.1 server (keep-alive, long-polls pass through, each request in its own
-thread) forwards every request to the service with httpx, Authorization and body unchanged,
-and answers with the service's status, headers and body. It records each exchange (method,
+thread) forwards every request to the service, Authorization and body unchanged, and answers
+with the service's status, headers and body. When the worker hangs up on a waiting claim (as
+it aborts its long-poll to stop), the proxy hangs up on the service too, so that the claim
+ends without taking a job, exactly as if the worker had called the service itself. It records each exchange (method,
 path, JSON body, when it came, when and how it was answered), so that the checks see what the
 worker did: its claims, heartbeats, acks, fails and releases.
 
@@ -14,8 +16,13 @@ a claim, so this is the only way the kit can show a worker those answers on dema
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import http.client
 import itertools
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,13 +31,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import httpx
-
+# A claim waits up to 30 s at the service: room for that and a slow answer.
+UPSTREAM_TIMEOUT_S = 70.0
 # Hop-by-hop headers (RFC 9110 7.6.1) belong to one connection, not to the message; the
-# framing and encoding ones are redone by each side (httpx decodes what it reads).
+# framing is redone on each side (bodies pass as they are, compressed or not).
 _NOT_FORWARDED = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
-    "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "content-encoding",
+    "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
     # The answer's own; BaseHTTPRequestHandler writes these.
     "date", "server",
 })
@@ -117,10 +124,9 @@ class RecordingProxy:
     exchange. ``start()`` it, ``close()`` it (or use it as a context manager)."""
 
     def __init__(self, upstream: str) -> None:
-        self._upstream = upstream.rstrip("/")
-        # A claim may wait up to 30 s on the service: the read timeout leaves room for it.
-        self._http = httpx.Client(timeout=httpx.Timeout(10.0, read=70.0),
-                                  limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+        parts = urlsplit(upstream)
+        self._scheme, self._host, self._port = parts.scheme, parts.hostname or "", parts.port
+        self._prefix = parts.path.rstrip("/")  # a service behind a path (http://host/jobq)
         self._lock = threading.Condition()
         self._exchanges: list[Exchange] = []
         self._refusing: _Refusing | None = None
@@ -140,7 +146,6 @@ class RecordingProxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-        self._http.close()
 
     def __enter__(self) -> RecordingProxy:
         return self.start()
@@ -189,26 +194,59 @@ class RecordingProxy:
             self._lock.notify_all()
             return self._refusing if exchange.is_claim else None
 
-    def _answered(self, exchange: Exchange, status: int, content: bytes, retry_after: str | None) -> None:
+    def _answered(self, exchange: Exchange, status: int, headers: list[tuple[str, str]], content: bytes) -> None:
+        named = {k.lower(): v for k, v in headers}
+        if named.get("content-encoding", "").lower() == "gzip":
+            with contextlib.suppress(OSError, EOFError):
+                content = gzip.decompress(content)
         with self._lock:
-            exchange.status, exchange.retry_after = status, retry_after
+            exchange.status, exchange.retry_after = status, named.get("retry-after")
             exchange.answer = _json_or_none(content)
             exchange.ended = time.monotonic()
             self._lock.notify_all()
 
-    def _forward(self, method: str, target: str, headers: list[tuple[str, str]],
-                 body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _forward(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes,
+                 hung_up: Callable[[], bool] | None) -> tuple[int, list[tuple[str, str]], bytes]:
+        """Send the request on to the service on a connection of its own and return its answer.
+        With ``hung_up`` (a claim, which may wait), the service's connection is shut as soon
+        as the worker hangs up: the service then ends the waiting claim without claiming, as
+        it would for the worker itself, instead of handing a job to nobody."""
+        upstream = self._connection()
+        finished = threading.Event()
         try:
-            response = self._http.request(method, self._upstream + target, headers=headers,
-                                          content=body or None)
-        except httpx.HTTPError as exc:
+            upstream.request(method, self._prefix + target, body=body or None, headers=dict(headers))
+            if hung_up is not None:
+                threading.Thread(target=self._hang_up_with, args=(upstream, hung_up, finished),
+                                 name="conformance-proxy-watch", daemon=True).start()
+            response = upstream.getresponse()
+            content = response.read()
+        except (OSError, http.client.HTTPException) as exc:
             # What a gateway says when the service does not answer: 502, no Retry-After.
             return _problem(502, None, "Bad Gateway",
                             f"jobq conformance could not reach the service: {type(exc).__name__}: {exc}")
-        kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _NOT_FORWARDED]
-        if response.headers.get("connection", "").lower() == "close":
+        finally:
+            finished.set()
+            upstream.close()
+        kept = [(k, v) for k, v in response.getheaders() if k.lower() not in _NOT_FORWARDED]
+        if response.getheader("connection", "").lower() == "close":
             kept.append(("Connection", "close"))
-        return response.status_code, kept, response.content
+        return response.status, kept, content
+
+    def _connection(self) -> http.client.HTTPConnection:
+        # A connection per request, not a pool: only a socket the proxy holds can be shut
+        # from another thread (httpx gives no handle on a request that is still waiting).
+        kind = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        return kind(self._host, self._port, timeout=UPSTREAM_TIMEOUT_S)
+
+    @staticmethod
+    def _hang_up_with(upstream: http.client.HTTPConnection, hung_up: Callable[[], bool],
+                      finished: threading.Event) -> None:
+        while not finished.wait(0.05):
+            if hung_up():
+                if upstream.sock is not None:
+                    with contextlib.suppress(OSError):
+                        upstream.sock.shutdown(socket.SHUT_RDWR)
+                return
 
 
 def _json_or_none(content: bytes) -> Any:
@@ -260,13 +298,21 @@ class _Handler(BaseHTTPRequestHandler):
             exchange.refused = True
         else:
             headers = [(k, v) for k, v in self.headers.items() if k.lower() not in _NOT_FORWARDED]
-            answer = proxy._forward(self.command, self.path, headers, body)
+            answer = proxy._forward(self.command, self.path, headers, body,
+                                    self._hung_up if exchange.is_claim else None)
         status, headers, content = answer
         try:
             self._write(status, headers, content)
         finally:
-            retry_after = next((v for k, v in headers if k.lower() == "retry-after"), None)
-            proxy._answered(exchange, status, content, retry_after)
+            proxy._answered(exchange, status, headers, content)
+
+    def _hung_up(self) -> bool:
+        """Whether the worker closed its connection (it sends nothing else while it waits)."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _write(self, status: int, headers: list[tuple[str, str]], content: bytes) -> None:
         try:
