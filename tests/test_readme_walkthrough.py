@@ -152,8 +152,9 @@ def test_the_curl_worker_acks_and_fails_jobs(live_server: LiveServer, tmp_path: 
         assert [(e["attempt"], e["kind"], e["error"]) for e in dead["errors"]] == [
             (1, "failed", "not an address: nobody"),
         ]
-        for to in ("ada@example.com", "grace@example.com"):
-            job = read(to)
+        for to in ("ada@example.com", "grace@example.com"):  # one at a time, in claim order
+            job = eventually(lambda: (j := read(to))["status"] not in ("pending", "running") and j,  # noqa: B023
+                             poll_s=0.1, what=f"{to}'s job finished")
             assert job["status"] == "completed" and job["result"] == {"sent_to": to}, job
             assert job["attempt"] == 1 and job["errors"] == []
         assert proc.poll() is None, log.read_text()  # still serving
