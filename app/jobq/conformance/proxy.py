@@ -37,7 +37,7 @@ UPSTREAM_TIMEOUT_S = 70.0
 # framing is redone on each side (bodies pass as they are, compressed or not).
 _NOT_FORWARDED = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
-    "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
+    "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect",
     # The answer's own; BaseHTTPRequestHandler writes these.
     "date", "server",
 })
