@@ -59,3 +59,4 @@ def test_each_broken_js_variant_fails_its_check(kit_server: LiveServer, variant:
     done = run_kit(kit_server.url, [node(), str(WORKER)], only=[check], env={"JOBQ_BROKEN": variant})
     assert done.code == 1, done.output
     assert done.failed() == [check] and done.held() == [], done.output
+

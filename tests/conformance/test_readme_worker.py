@@ -50,7 +50,6 @@ def test_the_readme_says_which_checks_its_worker_leaves_out() -> None:
     assert "bash worker.sh" in prose and section(WORKER_SECTION)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_readme_worker_holds_every_check_but_those_it_leaves_out(
         kit_server: LiveServer, tmp_path: Path) -> None:
