@@ -21,8 +21,7 @@ class Retry(Exception):
 
 
 class Discard(Exception):
-    """Give up on the job: it goes ``dead`` at once (fail with ``retry: false``), ``reason``
-    as its error (``last_error``), word for word."""
+    """Give up on the job: it goes ``dead`` at once (fail with ``retry: false``)."""
 
     def __init__(self, reason: str = "discarded by the handler") -> None:
         super().__init__(reason)

@@ -641,9 +641,7 @@ class Worker:
         except Retry as exc:
             return _Fail(f"Retry: {exc.reason}", retry_in_ms=exc.in_ms)
         except Discard as exc:
-            # The reason as given, nothing added: it is the job's last_error, the words the
-            # handler chose for why retrying cannot help (jobq conformance checks it so).
-            return _Fail(exc.reason, retry=False)
+            return _Fail(f"Discard: {exc.reason}", retry=False)
         except Exception as exc:
             return _Fail(describe(exc))
         if inspect.isawaitable(value):
