@@ -1,0 +1,106 @@
+"""jobq, driven as a Python user drives it, for bench/peers.py (see that file for the protocol
+every driver speaks). Runs in the repository's virtual environment and uses only the SDK's
+public names: ``jobq.client.Client`` for the producer, ``jobq.worker.Worker`` for the worker.
+
+    python jobq_driver.py enqueue --url URL --jobs N --batch B [--warmup W] [--rate R]
+    python jobq_driver.py work    --url URL [--record]
+
+The producer is one sync ``Client``: ``enqueue`` one call at a time, ``enqueue_many`` in
+batches. The worker is one ``Worker`` of concurrency 100 with every other setting at the
+SDK's default, and a plain-function no-op handler, as the README writes handlers;
+bench/peers.py starts two of these processes. The ``jobq serve`` they talk to is started by
+bench/peers.py (one process, logs at WARNING).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import sys
+import threading
+import time
+from typing import Any
+
+from jobq.client import Client, Job, NewJob
+from jobq.worker import Worker
+
+QUEUE = "peers"
+JOB_TYPE = "noop"
+CONCURRENCY = 100
+
+
+def now_us() -> int:
+    """CLOCK_MONOTONIC in microseconds, the clock every driver reads."""
+    return time.monotonic_ns() // 1000
+
+
+def enqueue(args: argparse.Namespace) -> dict[str, Any]:
+    with Client(args.url) as client:
+
+        def send(first: int, size: int) -> None:
+            if size == 1:
+                client.enqueue(JOB_TYPE, {"k": first}, queue=QUEUE)
+            else:
+                client.enqueue_many([NewJob(type=JOB_TYPE, payload={"k": first + i}, queue=QUEUE)
+                                     for i in range(size)])
+
+        for w in range(1, args.warmup + 1):
+            send(-w * args.batch, args.batch)  # keys below 0: not measured
+        sent: list[tuple[int, int]] = []
+        start_us = now_us()
+        for k in range(0, args.jobs, args.batch):
+            if args.rate:
+                time.sleep(max(0.0, (start_us + k * 1e6 / args.rate - now_us()) / 1e6))
+            send(k, min(args.batch, args.jobs - k))
+            if args.rate:
+                sent.append((k, now_us()))
+        out: dict[str, Any] = {"jobs": args.jobs, "seconds": (now_us() - start_us) / 1e6}
+        if args.rate:
+            out["sent"] = sent
+        return out
+
+
+def work(args: argparse.Namespace) -> dict[str, Any]:
+    starts: list[tuple[int, int]] = []
+    handled = itertools.count()  # next() is one step under the GIL: no increment lost between threads
+
+    def noop(job: Job) -> None:
+        next(handled)
+        if args.record:
+            starts.append((job.payload["k"], now_us()))
+
+    worker = Worker(args.url, queues=[QUEUE], handlers={JOB_TYPE: noop}, concurrency=CONCURRENCY)
+    print("ready", flush=True)
+    if not sys.stdin.readline():
+        return {"handled": 0}
+
+    def stop_when_stdin_closes() -> None:
+        while sys.stdin.readline():
+            pass
+        worker.stop()
+
+    threading.Thread(target=stop_when_stdin_closes, daemon=True).start()
+    worker.run()
+    done = next(handled)
+    return {"handled": done, "starts": starts} if args.record else {"handled": done}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=["enqueue", "work"])
+    parser.add_argument("--url", required=True, help="the jobq service")
+    parser.add_argument("--jobs", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=0)
+    parser.add_argument("--rate", type=float, default=0.0)
+    parser.add_argument("--record", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    out = enqueue(args) if args.command == "enqueue" else work(args)
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""PgQueuer, driven through its public API for bench/peers.py (see that file for the protocol
+every driver speaks). Runs in the scratch virtual environment bench/peers.py installs
+``pgqueuer[asyncpg]`` into; standard library and PgQueuer only.
+
+    python pgqueuer_driver.py install --database-url URL
+    python pgqueuer_driver.py enqueue --database-url URL --jobs N --batch B [--warmup W] [--rate R]
+    python pgqueuer_driver.py work    --database-url URL [--record]
+
+The consumer is shaped as PgQueuer's own benchmark (tools/benchmark.py in its repository)
+runs it by default: five ``QueueManager``s in one process, each on its own asyncpg
+connection, dequeuing batches of 10, on uvloop. No schedules, so no ``SchedulerManager``.
+The handler is an ``async def``, as PgQueuer's documentation writes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+import asyncpg
+import uvloop
+from pgqueuer import Job, Queries, QueueManager
+
+ENTRYPOINT = "noop"
+CONSUMERS = 5
+BATCH_SIZE = 10
+
+
+def now_us() -> int:
+    """CLOCK_MONOTONIC in microseconds, the clock every driver reads."""
+    return time.monotonic_ns() // 1000
+
+
+def payload(k: int) -> bytes:
+    return json.dumps({"k": k}).encode()
+
+
+async def install(args: argparse.Namespace) -> dict[str, Any]:
+    conn = await asyncpg.connect(args.database_url)
+    try:
+        await Queries.from_asyncpg_connection(conn).install()
+    finally:
+        await conn.close()
+    return {}
+
+
+async def enqueue(args: argparse.Namespace) -> dict[str, Any]:
+    conn = await asyncpg.connect(args.database_url)
+    queries = Queries.from_asyncpg_connection(conn)
+
+    async def send(first: int, size: int) -> None:
+        if size == 1:
+            await queries.enqueue(ENTRYPOINT, payload(first))
+        else:
+            await queries.enqueue([ENTRYPOINT] * size, [payload(first + i) for i in range(size)], [0] * size)
+
+    try:
+        for w in range(1, args.warmup + 1):
+            await send(-w * args.batch, args.batch)  # keys below 0: not measured
+        sent: list[tuple[int, int]] = []
+        loop = asyncio.get_running_loop()
+        start_us, start = now_us(), loop.time()
+        for k in range(0, args.jobs, args.batch):
+            if args.rate:
+                await asyncio.sleep(max(0.0, start + k / args.rate - loop.time()))
+            await send(k, min(args.batch, args.jobs - k))
+            if args.rate:
+                sent.append((k, now_us()))
+        out: dict[str, Any] = {"jobs": args.jobs, "seconds": (now_us() - start_us) / 1e6}
+        if args.rate:
+            out["sent"] = sent
+        return out
+    finally:
+        await conn.close()
+
+
+async def work(args: argparse.Namespace) -> dict[str, Any]:
+    starts: list[tuple[int, int]] = []
+    handled = 0
+
+    async def noop(job: Job) -> None:
+        nonlocal handled
+        handled += 1
+        if args.record:
+            starts.append((json.loads(job.payload or b"{}")["k"], now_us()))
+
+    conns = [await asyncpg.connect(args.database_url) for _ in range(CONSUMERS)]
+    managers = [QueueManager(Queries.from_asyncpg_connection(c)) for c in conns]
+    for qm in managers:
+        qm.entrypoint(ENTRYPOINT)(noop)
+    loop = asyncio.get_running_loop()
+    print("ready", flush=True)
+    if not await loop.run_in_executor(None, sys.stdin.readline):
+        return {"handled": 0}
+    runs = [asyncio.create_task(qm.run(batch_size=BATCH_SIZE)) for qm in managers]
+    while await loop.run_in_executor(None, sys.stdin.readline):
+        pass  # stdin closes: stop
+    for qm in managers:
+        qm.shutdown.set()
+    await asyncio.gather(*runs)
+    for c in conns:
+        with contextlib.suppress(Exception):
+            await c.close()
+    return {"handled": handled, "starts": starts} if args.record else {"handled": handled}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=["install", "enqueue", "work"])
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--jobs", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=0)
+    parser.add_argument("--rate", type=float, default=0.0)
+    parser.add_argument("--record", action="store_true")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    command = {"install": install, "enqueue": enqueue, "work": work}[args.command]
+    out = uvloop.run(command(args))
+    sys.stdout.write(json.dumps(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
