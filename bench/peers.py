@@ -348,7 +348,8 @@ class Driver:
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str], keep_stdin: bool) -> None:
         self.name = name
-        self._errors = tempfile.NamedTemporaryFile(prefix=f"jobq-peers-{name}-", suffix=".log", delete=False)
+        slug = name.lower().replace(" ", "-")
+        self._errors = tempfile.NamedTemporaryFile(prefix=f"jobq-peers-{slug}-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             argv, env=env, text=True, stdout=subprocess.PIPE, stderr=self._errors,
             stdin=subprocess.PIPE if keep_stdin else subprocess.DEVNULL,
@@ -840,6 +841,7 @@ def run(opts: Options) -> str:
         steps = plan(opts.systems, opts.repeat, opts.measurements)
         for i, step in enumerate(steps, 1):
             system = ALL[step.system]
+            began = time.monotonic()
             name, url = dbs.fresh(system.key)
             try:
                 with system.target(url, opts.scratch, dbs) as target:
@@ -849,7 +851,7 @@ def run(opts: Options) -> str:
                 dbs.drop(name)
             figures[system.key][step.measurement].append(value)
             log(f"[{i}/{len(steps)}] repetition {step.repetition + 1}, {step.measurement}, {system.name}: "
-                f"{_show(value)}")
+                f"{_show(value)} ({time.monotonic() - began:.1f} s with its setup)")
     finally:
         dbs.close_watchers()
         dbs.drop_all()

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import logging
 import sys
 import threading
 import time
 from typing import Any
+
+from protocol import arguments, emit, now_us
 
 from jobq.client import Client, Job, NewJob
 from jobq.worker import Worker
@@ -29,11 +29,6 @@ from jobq.worker import Worker
 QUEUE = "peers"
 JOB_TYPE = "noop"
 CONCURRENCY = 100
-
-
-def now_us() -> int:
-    """CLOCK_MONOTONIC in microseconds, the clock every driver reads."""
-    return time.monotonic_ns() // 1000
 
 
 def enqueue(args: argparse.Namespace) -> dict[str, Any]:
@@ -88,18 +83,8 @@ def work(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["enqueue", "work"])
-    parser.add_argument("--url", required=True, help="the jobq service")
-    parser.add_argument("--jobs", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--warmup", type=int, default=0)
-    parser.add_argument("--rate", type=float, default=0.0)
-    parser.add_argument("--record", action="store_true")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
-    out = enqueue(args) if args.command == "enqueue" else work(args)
-    sys.stdout.write(json.dumps(out) + "\n")
+    args = arguments(["enqueue", "work"], "--url", "the jobq service")
+    emit(enqueue(args) if args.command == "enqueue" else work(args))
 
 
 if __name__ == "__main__":

@@ -18,23 +18,17 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import sys
-import time
 from typing import Any
 
 import asyncpg
 import uvloop
 from pgqueuer import Job, Queries, QueueManager
+from protocol import arguments, emit, now_us
 
 ENTRYPOINT = "noop"
 CONSUMERS = 5
 BATCH_SIZE = 10
-
-
-def now_us() -> int:
-    """CLOCK_MONOTONIC in microseconds, the clock every driver reads."""
-    return time.monotonic_ns() // 1000
 
 
 def payload(k: int) -> bytes:
@@ -111,19 +105,9 @@ async def work(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("command", choices=["install", "enqueue", "work"])
-    parser.add_argument("--database-url", required=True)
-    parser.add_argument("--jobs", type=int, default=0)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--warmup", type=int, default=0)
-    parser.add_argument("--rate", type=float, default=0.0)
-    parser.add_argument("--record", action="store_true")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING)
+    args = arguments(["install", "enqueue", "work"], "--database-url", "the database, a postgresql:// URL")
     command = {"install": install, "enqueue": enqueue, "work": work}[args.command]
-    out = uvloop.run(command(args))
-    sys.stdout.write(json.dumps(out) + "\n")
+    emit(uvloop.run(command(args)))
 
 
 if __name__ == "__main__":
