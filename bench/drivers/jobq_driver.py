@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from protocol import arguments, emit, now_us
+from protocol import Enqueues, arguments, emit, now_us
 
 from jobq.client import Client, Job, NewJob
 from jobq.worker import Worker
@@ -41,20 +41,15 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
                 client.enqueue_many([NewJob(type=JOB_TYPE, payload={"k": first + i}, queue=QUEUE)
                                      for i in range(size)])
 
-        for w in range(1, args.warmup + 1):
-            send(-w * args.batch, args.batch)  # keys below 0: not measured
-        sent: list[tuple[int, int]] = []
-        start_us = now_us()
-        for k in range(0, args.jobs, args.batch):
-            if args.rate:
-                time.sleep(max(0.0, (start_us + k * 1e6 / args.rate - now_us()) / 1e6))
-            send(k, min(args.batch, args.jobs - k))
-            if args.rate:
-                sent.append((k, now_us()))
-        out: dict[str, Any] = {"jobs": args.jobs, "seconds": (now_us() - start_us) / 1e6}
-        if args.rate:
-            out["sent"] = sent
-        return out
+        calls = Enqueues(args)
+        for first, size in calls.warmups():
+            send(first, size)
+        for first, size, wait_s in calls.timed():
+            if wait_s:
+                time.sleep(wait_s)
+            send(first, size)
+            calls.returned(first)
+        return calls.report()
 
 
 def work(args: argparse.Namespace) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 import asyncpg
 import uvloop
 from pgqueuer import Job, Queries, QueueManager
-from protocol import arguments, emit, now_us
+from protocol import Enqueues, arguments, emit, now_us
 
 ENTRYPOINT = "noop"
 CONSUMERS = 5
@@ -55,21 +55,15 @@ async def enqueue(args: argparse.Namespace) -> dict[str, Any]:
             await queries.enqueue([ENTRYPOINT] * size, [payload(first + i) for i in range(size)], [0] * size)
 
     try:
-        for w in range(1, args.warmup + 1):
-            await send(-w * args.batch, args.batch)  # keys below 0: not measured
-        sent: list[tuple[int, int]] = []
-        loop = asyncio.get_running_loop()
-        start_us, start = now_us(), loop.time()
-        for k in range(0, args.jobs, args.batch):
-            if args.rate:
-                await asyncio.sleep(max(0.0, start + k / args.rate - loop.time()))
-            await send(k, min(args.batch, args.jobs - k))
-            if args.rate:
-                sent.append((k, now_us()))
-        out: dict[str, Any] = {"jobs": args.jobs, "seconds": (now_us() - start_us) / 1e6}
-        if args.rate:
-            out["sent"] = sent
-        return out
+        calls = Enqueues(args)
+        for first, size in calls.warmups():
+            await send(first, size)
+        for first, size, wait_s in calls.timed():
+            if wait_s:
+                await asyncio.sleep(wait_s)
+            await send(first, size)
+            calls.returned(first)
+        return calls.report()
     finally:
         await conn.close()
 

@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 
@@ -34,6 +34,42 @@ def arguments(commands: Sequence[str], where: str, where_help: str) -> argparse.
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     return args
+
+
+class Enqueues:
+    """The calls of ``enqueue``: the warm-up's, then the timed ones with when each is due, and
+    what the driver prints. The driver sleeps and calls its system in between::
+
+        for first, size, wait_s in calls.timed():
+            sleep(wait_s); send(first, size); calls.returned(first)
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.jobs, self.batch, self.rate, self.warmup = args.jobs, args.batch, args.rate, args.warmup
+        self.sent: list[tuple[int, int]] = []
+        self.start_us = 0
+
+    def warmups(self) -> Iterator[tuple[int, int]]:
+        """Untimed calls, keyed below 0 so that nothing counts them."""
+        for w in range(1, self.warmup + 1):
+            yield -w * self.batch, self.batch
+
+    def timed(self) -> Iterator[tuple[int, int, float]]:
+        """(first key, jobs in the call, seconds to wait before it): at once unless paced."""
+        self.start_us = now_us()
+        for k in range(0, self.jobs, self.batch):
+            due = self.start_us + k * 1e6 / self.rate if self.rate else 0
+            yield k, min(self.batch, self.jobs - k), max(0.0, (due - now_us()) / 1e6)
+
+    def returned(self, first: int) -> None:
+        if self.rate:
+            self.sent.append((first, now_us()))
+
+    def report(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"jobs": self.jobs, "seconds": (now_us() - self.start_us) / 1e6}
+        if self.rate:
+            out["sent"] = self.sent
+        return out
 
 
 def emit(out: dict[str, Any]) -> None:
