@@ -13,7 +13,7 @@ Every measurement runs on a database of its own, copied from a template that hol
 system's schema and dropped afterwards: the server's autovacuum may be off, and no system
 should wade through the dead rows of the one before. Within each repetition every column is
 measured for each system in turn (jobq, Graphile, PgQueuer, then the next column), so all of
-them see the same hour of a shared machine; the table shows the median of the repetitions.
+them see the same minutes of a shared machine; the table shows the median of the repetitions.
 
 The columns:
 
