@@ -214,7 +214,8 @@ export class Worker {
     this.waitMs = waitMs;
     this.workerId = workerId ?? `js-${pid() ?? "worker"}-${Math.random().toString(16).slice(2, 8)}`;
     this.handleSignals = handleSignals;
-    this.log = { ...defaultLogger, ...(logger ?? {}) };
+    // null: silent; a logger lacking a level (no debug, say) leaves that level out.
+    this.log = { debug: noop, info: noop, warn: noop, error: noop, ...(logger ?? {}) };
     this._run = null;
     this._stopRequested = false;
   }
