@@ -18,7 +18,9 @@ const HEADER = `/**
 
 export async function render() {
   const spec = JSON.parse(await readFile(SPEC, "utf8"));
-  const ast = await openapiTS(spec, { alphabetize: false });
+  // defaultNonNullable false: a field with a default that is not required stays optional, as
+  // the request bodies (JobCreate: priority, queue ...) need.
+  const ast = await openapiTS(spec, { alphabetize: false, defaultNonNullable: false });
   return HEADER + astToString(ast);
 }
 

@@ -908,7 +908,7 @@ export interface components {
              * Limit
              * @default 1
              */
-            limit: number;
+            limit?: number;
             /** Queues */
             queues: string[];
             /** Types */
@@ -917,7 +917,7 @@ export interface components {
              * Wait Ms
              * @default 0
              */
-            wait_ms: number;
+            wait_ms?: number;
             /** Worker Id */
             worker_id: string;
         };
@@ -941,7 +941,7 @@ export interface components {
              * Retry
              * @default true
              */
-            retry: boolean;
+            retry?: boolean;
             /** Retry In Ms */
             retry_in_ms?: number | null;
         };
@@ -1005,14 +1005,14 @@ export interface components {
              * @description higher runs first
              * @default 0
              */
-            priority: number;
+            priority?: number;
             /**
              * Queue
              * @description 1 to 128 of letters, digits and _ . : - (starting with a letter or digit)
              * @default default
              * @example default
              */
-            queue: string;
+            queue?: string;
             /**
              * Run At
              * @description RFC 3339 with an offset, within years 1 to 9999 in UTC
@@ -1321,7 +1321,7 @@ export interface components {
              * @description when the job becomes claimable again, in ms from now (0: at once); at most 10 years, as an enqueue's `delay_ms`
              * @default 0
              */
-            delay_ms: number;
+            delay_ms?: number;
         };
         /** ReleaseItem */
         ReleaseItem: {
@@ -1330,7 +1330,7 @@ export interface components {
              * @description when the job becomes claimable again, in ms from now (0: at once); at most 10 years, as an enqueue's `delay_ms`
              * @default 0
              */
-            delay_ms: number;
+            delay_ms?: number;
             /** Lease Id */
             lease_id: string;
         };
@@ -1360,14 +1360,14 @@ export interface components {
              * @description higher runs first
              * @default 0
              */
-            priority: number;
+            priority?: number;
             /**
              * Queue
              * @description 1 to 128 of letters, digits and _ . : - (starting with a letter or digit)
              * @default default
              * @example default
              */
-            queue: string;
+            queue?: string;
             /**
              * Type
              * @example report.nightly
@@ -1490,7 +1490,7 @@ export interface components {
              * Enabled
              * @default true
              */
-            enabled: boolean;
+            enabled?: boolean;
             job: components["schemas"]["ScheduleJobBody"];
             /**
              * Misfire
@@ -1498,14 +1498,14 @@ export interface components {
              * @default run_once
              * @enum {string}
              */
-            misfire: "skip" | "run_once";
+            misfire?: "skip" | "run_once";
             /**
              * Timezone
              * @description an IANA time zone; the cron fields are read in it
              * @default UTC
              * @example Europe/Berlin
              */
-            timezone: string;
+            timezone?: string;
         };
         /** SubscriptionPublic */
         SubscriptionPublic: {
@@ -1549,7 +1549,7 @@ export interface components {
              * @default *
              * @example tenant-a.*
              */
-            queues: string;
+            queues?: string;
             /**
              * Role
              * @enum {string}
@@ -1653,7 +1653,7 @@ export interface components {
              * @description higher runs first
              * @default 0
              */
-            priority: number;
+            priority?: number;
             /**
              * Run At
              * @description RFC 3339 with an offset, within years 1 to 9999 in UTC

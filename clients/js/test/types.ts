@@ -10,6 +10,10 @@ import {
   type Job,
   type JobStatus,
 } from "@jobq/client";
+import type { components } from "@jobq/client/openapi";
+
+const body: components["schemas"]["JobCreate"] = { type: "t", delay_ms: 5 };
+void body;
 
 async function producer(): Promise<void> {
   const jobq = new Client({ url: "http://127.0.0.1:8000", token: "t", retryOverloadMs: 30_000 });
