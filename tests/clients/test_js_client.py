@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conformance.kit import CHECKS, run_kit, worker_token
 from tests.conftest import ROOT, LiveServer
 
 PACKAGE = ROOT / "clients" / "js"
@@ -144,3 +145,19 @@ def test_the_client_works_in_deno_and_bun(server_with_token: LiveServer, tmp_pat
                 "--allow-env=JOBQ_URL,JOBQ_TOKEN", "--allow-read", "smoke.mjs"],
                cwd=runtimes, env={**env, "DENO_NO_UPDATE_CHECK": "1", "NO_COLOR": "1"}, timeout_s=60)
     assert "smoke ok deno" in deno.stdout, deno.stdout + deno.stderr
+
+
+@pytest.mark.slow  # the kit's six checks take about 25 s, as they must (idle 5 s, refusals 6 s, a 6 s job, a 5 s grace)
+def test_the_js_worker_passes_the_conformance_kit(server_with_token: LiveServer) -> None:
+    """clients/js/examples/conformance-worker.mjs, @jobq/client's Worker with the kit's three
+    handlers, passes every check of ``jobq conformance``, with a worker token of its own.
+    It imports the package by its name from inside it (Node resolves a package's own name
+    through its "exports"), so it needs no npm install."""
+    _tools_or_skip("node")
+    worker = [shutil.which("node") or "node", str(PACKAGE / "examples" / "conformance-worker.mjs")]
+    done = run_kit(server_with_token.url, worker, token=ADMIN,
+                   worker_token=worker_token(server_with_token.url, ADMIN))
+    assert done.code == 0, done.output
+    assert done.held() == list(CHECKS), done.output
+    assert done.lines[-1] == "conformance: 6 of 6 checks hold", done.output
+    assert "worker| jobq worker: job " in done.stderr and "released (shutdown)" in done.stderr, done.output
