@@ -22,6 +22,7 @@ import pytest
 
 from tests.conformance.kit import CHECKS, run_kit, worker_token
 from tests.conftest import ROOT, LiveServer
+from tests.test_docs import anchors, links
 
 PACKAGE = ROOT / "clients" / "js"
 ADMIN = "js-client-tests-admin-token-0123456789"
@@ -161,3 +162,18 @@ def test_the_js_worker_passes_the_conformance_kit(server_with_token: LiveServer)
     assert done.held() == list(CHECKS), done.output
     assert done.lines[-1] == "conformance: 6 of 6 checks hold", done.output
     assert "worker| jobq worker: job " in done.stderr and "released (shutdown)" in done.stderr, done.output
+
+
+def test_the_package_readme_links_only_into_the_repository() -> None:
+    """clients/js/README.md stands alone: each relative link reaches a file or heading of
+    the repository (as tests/test_docs.py checks for the README and the guide)."""
+    readme = PACKAGE / "README.md"
+    broken = []
+    for link in links(readme):
+        assert not link.startswith(("http:", "https:")), f"links out of the repository: {link}"
+        target, _, anchor = link.partition("#")
+        file = (readme.parent / target).resolve() if target else readme
+        if not file.exists() or (anchor and anchor not in anchors(file)):
+            broken.append(link)
+    assert not broken, broken
+    assert "clients/js/README.md" in (ROOT / "README.md").read_text()
