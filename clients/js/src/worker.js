@@ -415,7 +415,9 @@ export class Worker {
 
   _track(promise) {
     this._reports.add(promise);
-    promise.finally(() => this._reports.delete(promise));
+    // The reports catch their own errors; the catch keeps this side chain from ever being
+    // an unhandled rejection.
+    promise.finally(() => this._reports.delete(promise)).catch(noop);
     return promise;
   }
 
@@ -424,7 +426,10 @@ export class Worker {
     this._active += 1;
     const done = defer();
     entry.handlerDone = done.promise;
-    this._process(entry, done.resolve);
+    this._process(entry, done.resolve).catch((error) => {
+      // A bug here must not take down a worker that holds other leases: its lease expires.
+      this.log.error(`job ${entry.job.id}: the worker failed running it (${describe(error)})`);
+    });
   }
 
   // Running one job
