@@ -1,6 +1,8 @@
 // Client against a live jobq service (JOBQ_URL, JOBQ_TOKEN): producing, the typed errors,
 // a hand-written worker loop, the dead-letter queue and queue settings.
 import assert from "node:assert/strict";
+import { once } from "node:events";
+import { createServer } from "node:net";
 import { describe, test } from "node:test";
 
 import {
@@ -254,10 +256,16 @@ describe("Client without a service", () => {
   });
 
   test("no answer is a TransportError naming the URL", async () => {
-    const jobq = new Client({ url: "http://127.0.0.1:9", token: "" });
+    // A port that was free a moment ago: nothing listens there.
+    const server = createServer().listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const { port } = server.address();
+    server.close();
+    await once(server, "close");
+    const jobq = new Client({ url: `http://127.0.0.1:${port}`, token: "" });
     const error = await jobq.get("1").catch((e) => e);
     assert.ok(error instanceof TransportError, String(error));
-    assert.match(error.message, /127\.0\.0\.1:9/);
+    assert.match(error.message, new RegExp(`cannot reach http://127.0.0.1:${port}: GET /v1/jobs/1: .*ECONNREFUSED`));
   });
 
   test("an answer that is not problem+json still gets a class by its status", async () => {

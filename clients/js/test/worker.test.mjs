@@ -57,6 +57,36 @@ describe("Worker", { skip: skipLive }, () => {
     assert.ok(running.logger.lines.some((l) => l.includes("completed")), running.logger.lines.join("\n"));
   });
 
+  test("acks that finish together go out together in POST /v1/leases/ack", async () => {
+    const jobq = client();
+    const queue = freshQueue();
+    const jobs = await jobq.enqueueMany([1, 2, 3, 4, 5, 6].map((n) => ({ type: "t", payload: { n }, queue })));
+    const ackBodies = [];
+    const fetch = async (url, init) => {
+      if (String(url).endsWith("/v1/leases/ack")) ackBodies.push(JSON.parse(init.body).acks);
+      return globalThis.fetch(url, init);
+    };
+    let open;
+    const gate = new Promise((r) => (open = r));
+    let started = 0;
+    const t = async (job) => {
+      started += 1;
+      if (started === jobs.length) open();
+      await gate;
+      return job.payload.n;
+    };
+    await whileRunning(worker(queue, { t }, { fetch, concurrency: jobs.length }), async () => {
+      for (const job of jobs) {
+        const done = await eventually(() => finished(jobq, job.id), { what: `job ${job.id} finished` });
+        assert.equal(done.result, job.payload.n);
+      }
+    });
+    const acked = ackBodies.flat().map((a) => a.lease_id);
+    assert.equal(acked.length, jobs.length, JSON.stringify(ackBodies));
+    assert.equal(new Set(acked).size, jobs.length);
+    assert.ok(ackBodies.length < jobs.length, `${ackBodies.length} ack requests for ${jobs.length} jobs`);
+  });
+
   test("Retry runs the job again; Discard and a thrown error say why", async () => {
     const jobq = client();
     const queue = freshQueue();
@@ -194,6 +224,31 @@ describe("Worker", { skip: skipLive }, () => {
   test("run() rejects when the service refuses the token", { skip: TOKEN ? false : "the service has no tokens" }, async () => {
     const w = new Worker({ url: URL_, token: "wrong", queues: ["q"], handlers: { t: () => null }, handleSignals: false, logger: null });
     await assert.rejects(w.run(), { name: "Unauthorized" });
+  });
+});
+
+describe("Worker without a service", () => {
+  test("after a 503 with Retry-After the next claim waits that long", async () => {
+    const claims = [];
+    const fetch = async (url) => {
+      const path = new URL(url).pathname;
+      if (path === "/v1/leases") {
+        claims.push(Date.now());
+        const body = JSON.stringify({ status: 503, code: "unavailable", title: "Unavailable" });
+        return new Response(body, { status: 503, headers: { "retry-after": "1", "content-type": "application/problem+json" } });
+      }
+      return new Response("{}", { status: 200 });
+    };
+    const w = new Worker({ url: "http://jobq.test", queues: ["q"], handlers: { t: () => null }, fetch, handleSignals: false, logger: null });
+    const running = w.run();
+    try {
+      await eventually(() => claims.length >= 3, { what: "three claims" });
+    } finally {
+      await w.stop();
+    }
+    await running;
+    const gaps = claims.slice(1).map((at, i) => at - claims[i]);
+    assert.ok(gaps.every((gap) => gap >= 1_000), `gaps: ${gaps}`);
   });
 });
 
