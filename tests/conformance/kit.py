@@ -73,7 +73,9 @@ def run_kit(url: str, command: Sequence[str], *, token: str | None = None,
                         ("--stop-within", None if stop_within is None else str(stop_within))):
         if value:
             args += [flag, value]
-    full_env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_TOKEN", "JOBQ_WORKER_TOKEN", "JOBQ_URL", "JOBQ_BROKEN")}
+    # What the test's own environment may hold must not reach the kit or the worker by chance.
+    inherited = ("JOBQ_TOKEN", "JOBQ_WORKER_TOKEN", "JOBQ_URL", "JOBQ_BROKEN")
+    full_env = {k: v for k, v in os.environ.items() if k not in inherited}
     full_env.update(env or {})
     done = subprocess.run([*args, "--", *command], cwd=cwd or ROOT, env=full_env,
                           capture_output=True, text=True, timeout=timeout_s)

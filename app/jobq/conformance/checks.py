@@ -13,6 +13,7 @@ Bounds and tolerances, which the README states too:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import signal
@@ -74,13 +75,10 @@ class Run:
         service closes a kept-alive connection idle for a few seconds, as in the idle check):
         the idempotency key makes that safe."""
         key = f"conformance:{secrets.token_hex(8)}"
-        for tries in range(ENQUEUE_TRIES, 0, -1):
-            try:
+        for _ in range(ENQUEUE_TRIES - 1):
+            with contextlib.suppress(TransportError):
                 return self.client.enqueue(type, payload, queue=self.queue, idempotency_key=key, **options)
-            except TransportError:
-                if tries == 1:
-                    raise
-        raise AssertionError("not reached")
+        return self.client.enqueue(type, payload, queue=self.queue, idempotency_key=key, **options)
 
     def alive(self, when: str) -> None:
         code = self.worker.exit_code
@@ -138,12 +136,19 @@ def _done_or_retried(job: Job) -> bool:
     return job.finished or job.status == "failed" or job.attempt > 1
 
 
-def echo(run: Run) -> str:
-    jobs = [run.enqueue("conformance.echo", p) for p in ECHO_PAYLOADS]
-    ids = [j.id for j in jobs]
+def _run_jobs(run: Run, type: str, payloads: Iterable[dict[str, Any]],
+              **options: Any) -> tuple[list[Job], Counter[str]]:
+    """Enqueue a job per payload and wait until each is done (or retried); then give a stray
+    second ack time to come. The jobs as they ended, and the acks each lease got."""
+    ids = [run.enqueue(type, p, **options).id for p in payloads]
     final = run.jobs_until(ids, _done_or_retried, timeout_s=15)
     time.sleep(SETTLE_S)
-    acks = _calls(run.proxy.exchanges(), "ack")
+    return final, _calls(run.proxy.exchanges(), "ack")
+
+
+def echo(run: Run) -> str:
+    final, acks = _run_jobs(run, "conformance.echo", ECHO_PAYLOADS)
+    ids = [j.id for j in final]
     wrong = []
     for job, payload in zip(final, ECHO_PAYLOADS, strict=True):
         if job.status != "completed":
@@ -164,11 +169,9 @@ def echo(run: Run) -> str:
 
 
 def fail(run: Run) -> str:
-    jobs = [run.enqueue("conformance.fail", {"message": m}, max_attempts=FAIL_MAX_ATTEMPTS) for m in FAIL_MESSAGES]
-    ids = [j.id for j in jobs]
-    final = run.jobs_until(ids, _done_or_retried, timeout_s=15)
-    time.sleep(SETTLE_S)
-    acks = _calls(run.proxy.exchanges(), "ack")
+    final, acks = _run_jobs(run, "conformance.fail", ({"message": m} for m in FAIL_MESSAGES),
+                            max_attempts=FAIL_MAX_ATTEMPTS)
+    ids = [j.id for j in final]
     wrong = []
     for job, message in zip(final, FAIL_MESSAGES, strict=True):
         acked = sum(acks[lid] for lid in run.lease_ids(job.id))
@@ -195,12 +198,13 @@ def fail(run: Run) -> str:
 def granted_lease_ms(run: Run) -> tuple[int, str]:
     """The lease the worker's claims get: the ``lease_ms`` its latest claim asked for, or the
     queue's when it asks for none; and which of the two it was."""
-    for x in reversed(run.proxy.claims()):
-        asked = x.body.get("lease_ms") if isinstance(x.body, dict) else None
-        if isinstance(asked, int) and not isinstance(asked, bool):
-            return asked, "its claims' lease_ms"
-        return run.queue_lease_ms, "the queue's, its claims give none"
-    return run.queue_lease_ms, "the queue's"
+    claims = run.proxy.claims()
+    if not claims:
+        return run.queue_lease_ms, "the queue's"
+    asked = claims[-1].body.get("lease_ms") if isinstance(claims[-1].body, dict) else None
+    if isinstance(asked, int) and not isinstance(asked, bool):
+        return asked, "its claims' lease_ms"
+    return run.queue_lease_ms, "the queue's, its claims give none"
 
 
 def heartbeat(run: Run) -> str:
@@ -306,7 +310,7 @@ def stop(run: Run) -> str:
     run.worker.signal(signal.SIGTERM)
     code = run.worker.wait(run.stop_within_s)
     took = time.monotonic() - sent
-    after = [x for x in run.proxy.claims(since=sent + SIGNAL_SLACK_S)]
+    after = run.proxy.claims(since=sent + SIGNAL_SLACK_S)
     final = run.client.get(job.id)
     released = [x for x in run.proxy.exchanges() if lease_id in x.lease_ids("release") and x.ended]
     wrong = []
