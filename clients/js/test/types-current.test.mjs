@@ -30,3 +30,9 @@ test("every export of src/index.js is declared in src/index.d.ts", async () => {
   const missing = exported.filter((name) => !new RegExp(`export declare (class|const|function) ${name}\\b`).test(declarations));
   assert.deepEqual(missing, []);
 });
+
+test("VERSION (sent in the User-Agent) is package.json's version", async () => {
+  const { VERSION } = await import("../src/index.js");
+  const pkg = JSON.parse(await readFile(new URL("../package.json", import.meta.url), "utf8"));
+  assert.equal(VERSION, pkg.version);
+});
