@@ -206,7 +206,7 @@ func TestWorkerStopReleasesWhatDidNotFinish(t *testing.T) {
 	cooperativeStopped := make(chan struct{})
 	stuck := make(chan struct{}) // a handler that ignores its ctx, let go at the test's end
 	t.Cleanup(func() { close(stuck) })
-	w := newWorker(t, jobq.WorkerConfig{Queues: []string{q}, Concurrency: 3, GracePeriod: 500 * time.Millisecond})
+	w := newWorker(t, jobq.WorkerConfig{Queues: []string{q}, Concurrency: 4, GracePeriod: 500 * time.Millisecond})
 	w.Handle("cooperative", func(ctx context.Context, job *jobq.Job) (any, error) {
 		mu.Lock()
 		running[job.ID] = true

@@ -72,3 +72,23 @@ def test_go_tests_pass_against_a_live_service(live_server: LiveServer) -> None:
                  "TestWorkerRetryAndDiscard", "TestWorkerHeartbeatsAJobLongerThanItsLease",
                  "TestWorkerStopReleasesWhatDidNotFinish"):
         assert name in passed, f"{name} did not run and pass:\n{output}"
+
+
+def test_the_readme_programs_build_from_a_checkout(tmp_path: Path) -> None:
+    """The package README's complete programs build in a module of their own that uses the
+    client as the README says: `go mod edit -require … -replace …` pointing at this checkout."""
+    readme = (GO_MODULE / "README.md").read_text()
+    programs = [block for block in re.findall(r"^```go\n(.*?)^```", readme, re.S | re.M)
+                if block.startswith("package main")]
+    assert len(programs) >= 2, "the README lost its complete programs"
+    command = re.search(r"^go mod edit (-require=\S+) (-replace=jobq.invalid/jobq=)\S+$", readme, re.M)
+    assert command, "the README no longer says how to use the module from a checkout"
+    for n, program in enumerate(programs):
+        app = tmp_path / f"app{n}"
+        app.mkdir()
+        (app / "main.go").write_text(program)
+        for args in (["mod", "init", "example.com/app"],
+                     ["mod", "edit", command.group(1), command.group(2) + str(GO_MODULE)],
+                     ["vet", "./..."], ["build", "-o", os.devnull, "."]):
+            done = run_go(args, cwd=app)
+            assert done.returncode == 0, f"go {' '.join(args)} for program {n}:\n{done.stdout}{done.stderr}\n{program}"
