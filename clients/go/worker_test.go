@@ -142,13 +142,13 @@ func TestWorkerHeartbeatsAJobLongerThanItsLease(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	q := freshQueue(t, c)
 	// The queue's lease, not one the worker chose: it reads the length off locked_until.
-	if _, err := c.UpdateQueue(ctx, q, jobq.QueueUpdate{LeaseMs: jobq.Int(1000)}); err != nil {
+	if _, err := c.UpdateQueue(ctx, q, jobq.QueueUpdate{LeaseMs: jobq.Int(1500)}); err != nil {
 		t.Fatal(err)
 	}
 	w := newWorker(t, jobq.WorkerConfig{Queues: []string{q}})
 	w.Handle("slow", func(ctx context.Context, job *jobq.Job) (any, error) {
 		select {
-		case <-time.After(3500 * time.Millisecond):
+		case <-time.After(4000 * time.Millisecond):
 			return "slept", nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -161,7 +161,7 @@ func TestWorkerHeartbeatsAJobLongerThanItsLease(t *testing.T) {
 	}
 	done, err := c.Wait(ctx, job.ID)
 	if err != nil || done.Attempt != 1 || len(done.Errors) != 0 {
-		t.Fatalf("a job 3.5 times its lease: %+v %v", done, err)
+		t.Fatalf("a job 2.7 times its lease: %+v %v", done, err)
 	}
 }
 
@@ -169,9 +169,9 @@ func TestWorkerCancelsAHandlerWhoseLeaseIsLost(t *testing.T) {
 	c := newClient(t)
 	ctx := testCtx(t, 30*time.Second)
 	q := freshQueue(t, c)
-	started := make(chan string, 1)
-	cancelled := make(chan error, 1)
-	w := newWorker(t, jobq.WorkerConfig{Queues: []string{q}, LeaseMs: 900})
+	started := make(chan string, 10)
+	cancelled := make(chan error, 10)
+	w := newWorker(t, jobq.WorkerConfig{Queues: []string{q}, LeaseMs: 900, GracePeriod: -1})
 	w.Handle("long", func(ctx context.Context, job *jobq.Job) (any, error) {
 		started <- job.ID
 		<-ctx.Done()
@@ -290,18 +290,22 @@ func TestWorkerStopAbortsTheLongPoll(t *testing.T) {
 	}
 }
 
-// The claim loop waits the Retry-After of a 503 before it claims again; no live service
-// needed: a stand-in answers the claims.
+// The claim loop waits the Retry-After of a 503 before it claims again, and its claims
+// long-poll and leave lease_ms to the queue; no live service needed: a stand-in answers.
 func TestWorkerWaitsRetryAfter(t *testing.T) {
 	var mu sync.Mutex
 	var claims []time.Time
+	var bodies []map[string]any
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/v1/leases" {
 			rw.WriteHeader(http.StatusOK)
 			_, _ = rw.Write([]byte(`{}`))
 			return
 		}
+		var body map[string]any
+		_ = json.NewDecoder(req.Body).Decode(&body)
 		mu.Lock()
+		bodies = append(bodies, body)
 		claims = append(claims, time.Now())
 		n := len(claims)
 		mu.Unlock()
@@ -333,6 +337,11 @@ func TestWorkerWaitsRetryAfter(t *testing.T) {
 	for i := 1; i < 3; i++ {
 		if gap := claims[i].Sub(claims[i-1]); gap < time.Second {
 			t.Fatalf("claim %d came %s after a 503 with Retry-After: 1", i+1, gap)
+		}
+	}
+	for _, body := range bodies {
+		if _, given := body["lease_ms"]; given || body["wait_ms"] != float64(jobq.DefaultWaitMs) || body["types"] == nil {
+			t.Fatalf("a claim without LeaseMs: %v", body)
 		}
 	}
 }
