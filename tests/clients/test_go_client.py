@@ -7,6 +7,9 @@ Worker completing jobs, Retry and Discard, heartbeats of a job longer than its l
 graceful stop that releases what did not finish. Here they run with JOBQ_URL pointing at a
 live service; `-v` lets this test check that none of them skipped.
 
+The Go Worker also passes the conformance kit: clients/go/examples/conformance/ is built and
+`jobq conformance` runs all its checks on the binary.
+
 Without a `go` on the PATH these tests skip, saying so; with JOBQ_TEST_REQUIRE_GO=1 (CI sets
 it after installing Debian's golang-go) they fail instead.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conformance.kit import CHECKS, run_kit
 from tests.conftest import ROOT, LiveServer
 
 GO_MODULE = ROOT / "clients" / "go"
@@ -92,3 +96,13 @@ def test_the_readme_programs_build_from_a_checkout(tmp_path: Path) -> None:
                      ["vet", "./..."], ["build", "-o", os.devnull, "."]):
             done = run_go(args, cwd=app)
             assert done.returncode == 0, f"go {' '.join(args)} for program {n}:\n{done.stdout}{done.stderr}\n{program}"
+
+
+@pytest.mark.slow  # the kit's six checks take about 25 s, most of it their waits
+def test_the_go_worker_passes_the_conformance_kit(live_server: LiveServer, tmp_path: Path) -> None:
+    worker = tmp_path / "conformance-worker"
+    built = run_go(["build", "-o", str(worker), "./examples/conformance"])
+    assert built.returncode == 0, f"go build ./examples/conformance:\n{built.stdout}{built.stderr}"
+    done = run_kit(live_server.url, [str(worker)])
+    assert done.code == 0, done.output
+    assert done.held() == list(CHECKS), done.output
