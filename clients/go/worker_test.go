@@ -345,3 +345,105 @@ func TestWorkerWaitsRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// A token the service refuses stops the worker: Run returns the 401 as a *Problem, and it
+// claims no more than once.
+func TestWorkerStopsWhenTheTokenIsRefused(t *testing.T) {
+	var mu sync.Mutex
+	claims, tokens := 0, map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		tokens[req.Header.Get("Authorization")] = true
+		if req.URL.Path == "/v1/leases" {
+			claims++
+		}
+		mu.Unlock()
+		rw.Header().Set("Content-Type", "application/problem+json")
+		rw.WriteHeader(http.StatusUnauthorized)
+		_, _ = rw.Write([]byte(`{"type":"/problems/unauthorized","title":"Unauthorized","status":401,"code":"unauthorized","detail":"unknown token"}`))
+	}))
+	defer srv.Close()
+	w, err := jobq.NewWorker(jobq.WorkerConfig{URL: srv.URL, Token: "revoked", Queues: []string{"q"}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("t", func(ctx context.Context, job *jobq.Job) (any, error) { return nil, nil })
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a worker whose token is refused kept running")
+	}
+	var p *jobq.Problem
+	if !errors.As(err, &p) || !errors.Is(err, jobq.ErrUnauthorized) || p.Detail != "unknown token" {
+		t.Fatalf("Run returned %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if claims != 1 || len(tokens) != 1 || !tokens["Bearer revoked"] {
+		t.Fatalf("%d claims, tokens sent %v", claims, tokens)
+	}
+}
+
+// An ack answered 503 goes again after its Retry-After (a lease id fences it, so a repeat
+// is safe), and the job's handler runs once.
+func TestWorkerRetriesAnAckAfterRetryAfter(t *testing.T) {
+	var mu sync.Mutex
+	var acks []time.Time
+	claimed := false
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch req.URL.Path {
+		case "/v1/leases":
+			if !claimed {
+				claimed = true
+				until := time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339Nano)
+				_, _ = fmt.Fprintf(rw, `{"leases":[{"lease_id":"7.1","locked_until":%q,"job":{"id":"7","queue":"q","type":"t","payload":{},"status":"running","attempt":1,"max_attempts":25}}]}`, until)
+				return
+			}
+			mu.Unlock()
+			time.Sleep(200 * time.Millisecond) // an empty long-poll
+			mu.Lock()
+			_, _ = rw.Write([]byte(`{"leases":[]}`))
+		case "/v1/leases/7.1/ack":
+			acks = append(acks, time.Now())
+			if len(acks) == 1 {
+				rw.Header().Set("Retry-After", "1")
+				rw.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = rw.Write([]byte(`{"status":503,"code":"unavailable","title":"Service Unavailable"}`))
+				return
+			}
+			_, _ = rw.Write([]byte(`{"id":"7","queue":"q","type":"t","status":"completed","attempt":1,"result":"done"}`))
+		default:
+			_, _ = rw.Write([]byte(`{}`))
+		}
+	}))
+	defer srv.Close()
+	runs := 0
+	w, err := jobq.NewWorker(jobq.WorkerConfig{URL: srv.URL, Queues: []string{"q"}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("t", func(ctx context.Context, job *jobq.Job) (any, error) {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		return "done", nil
+	})
+	stop := startWorker(t, w)
+	eventually(t, 10*time.Second, "the ack sent again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acks) >= 2
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if gap := acks[1].Sub(acks[0]); gap < time.Second || len(acks) != 2 || runs != 1 {
+		t.Fatalf("%d acks, %s apart, %d runs of the handler", len(acks), gap, runs)
+	}
+}
