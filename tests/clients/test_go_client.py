@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,11 +45,17 @@ def go_binary() -> str:
 def go_env(**extra: str) -> dict[str, str]:
     """The environment for go: the module has no dependency, so nothing is ever downloaded
     (GOPROXY=off makes an accidental one an error instead of a network call); the build
-    cache stays Go's default (~/.cache/go-build), shared between runs."""
-    return {**os.environ, "GOPROXY": "off", "GOFLAGS": "", "GOWORK": "off", **extra}
+    cache stays Go's default (~/.cache/go-build), shared between runs. The timeout is
+    under pytest's own (120 s), so a hung go says what it was running."""
+    env = {**os.environ, "GOPROXY": "off", "GOFLAGS": "", "GOWORK": "off", **extra}
+    if not any(env.get(name) for name in ("GOCACHE", "XDG_CACHE_HOME", "HOME")):
+        # go refuses to build without a place for its cache (a service manager's bare
+        # environment): one beside the other temporary files, kept between runs.
+        env["GOCACHE"] = str(Path(tempfile.gettempdir()) / "jobq-go-build-cache")
+    return env
 
 
-def run_go(args: list[str], *, cwd: Path = GO_MODULE, timeout: float = 240,
+def run_go(args: list[str], *, cwd: Path = GO_MODULE, timeout: float = 100,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([go_binary(), *args], cwd=cwd, env=env or go_env(), capture_output=True,
                           text=True, timeout=timeout)
