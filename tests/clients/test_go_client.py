@@ -45,8 +45,7 @@ def go_binary() -> str:
 def go_env(**extra: str) -> dict[str, str]:
     """The environment for go: the module has no dependency, so nothing is ever downloaded
     (GOPROXY=off makes an accidental one an error instead of a network call); the build
-    cache stays Go's default (~/.cache/go-build), shared between runs. The timeout is
-    under pytest's own (120 s), so a hung go says what it was running."""
+    cache stays Go's default (~/.cache/go-build), shared between runs."""
     env = {**os.environ, "GOPROXY": "off", "GOFLAGS": "", "GOWORK": "off", **extra}
     if not any(env.get(name) for name in ("GOCACHE", "XDG_CACHE_HOME", "HOME")):
         # go refuses to build without a place for its cache (a service manager's bare
@@ -57,6 +56,8 @@ def go_env(**extra: str) -> dict[str, str]:
 
 def run_go(args: list[str], *, cwd: Path = GO_MODULE, timeout: float = 100,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``go ARGS`` in the module; its timeout is under pytest's (120 s), so that a hung go
+    command fails naming itself."""
     return subprocess.run([go_binary(), *args], cwd=cwd, env=env or go_env(), capture_output=True,
                           text=True, timeout=timeout)
 
