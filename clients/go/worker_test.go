@@ -15,9 +15,12 @@ import (
 	"jobq.invalid/jobq"
 )
 
+// newWorker makes a worker of the live service, or of cfg.URL when given (a stand-in).
 func newWorker(t *testing.T, cfg jobq.WorkerConfig) *jobq.Worker {
 	t.Helper()
-	cfg.URL = serviceURL(t)
+	if cfg.URL == "" {
+		cfg.URL = serviceURL(t)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
 	}
@@ -320,10 +323,7 @@ func TestWorkerWaitsRetryAfter(t *testing.T) {
 		_, _ = rw.Write([]byte(`{"leases":[]}`))
 	}))
 	defer srv.Close()
-	w, err := jobq.NewWorker(jobq.WorkerConfig{URL: srv.URL, Queues: []string{"q"}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorker(t, jobq.WorkerConfig{URL: srv.URL, Queues: []string{"q"}})
 	w.Handle("t", func(ctx context.Context, job *jobq.Job) (any, error) { return nil, nil })
 	stop := startWorker(t, w)
 	eventually(t, 10*time.Second, "three claims", func() bool {
@@ -363,13 +363,11 @@ func TestWorkerStopsWhenTheTokenIsRefused(t *testing.T) {
 		_, _ = rw.Write([]byte(`{"type":"/problems/unauthorized","title":"Unauthorized","status":401,"code":"unauthorized","detail":"unknown token"}`))
 	}))
 	defer srv.Close()
-	w, err := jobq.NewWorker(jobq.WorkerConfig{URL: srv.URL, Token: "revoked", Queues: []string{"q"}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorker(t, jobq.WorkerConfig{URL: srv.URL, Token: "revoked", Queues: []string{"q"}})
 	w.Handle("t", func(ctx context.Context, job *jobq.Job) (any, error) { return nil, nil })
 	done := make(chan error, 1)
 	go func() { done <- w.Run(context.Background()) }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(10 * time.Second):
@@ -422,10 +420,7 @@ func TestWorkerRetriesAnAckAfterRetryAfter(t *testing.T) {
 	}))
 	defer srv.Close()
 	runs := 0
-	w, err := jobq.NewWorker(jobq.WorkerConfig{URL: srv.URL, Queues: []string{"q"}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorker(t, jobq.WorkerConfig{URL: srv.URL, Queues: []string{"q"}})
 	w.Handle("t", func(ctx context.Context, job *jobq.Job) (any, error) {
 		mu.Lock()
 		runs++
