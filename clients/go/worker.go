@@ -23,8 +23,10 @@ const (
 	DefaultWaitMs = 10000
 	// MaxWaitMs is the service's longest long-poll.
 	MaxWaitMs = 30000
-	// DefaultGracePeriod is how long a stopping Worker lets running jobs finish.
-	DefaultGracePeriod = 30 * time.Second
+	// DefaultGracePeriod is how long a stopping Worker lets running jobs finish: 25 s, inside
+	// the 30 s an orchestrator (Kubernetes' default) allows before SIGKILL, with time left to
+	// release what did not finish.
+	DefaultGracePeriod = 25 * time.Second
 
 	maxBatch = 1000
 	// Without LeaseMs the lease length is read off the first locked_until; this floor keeps

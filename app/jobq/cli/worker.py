@@ -28,7 +28,7 @@ def worker(
     lease_ms: Annotated[int | None, typer.Option(min=100)] = None,
     grace_period: Annotated[float, typer.Option(
         min=0, help="seconds running jobs get to finish on SIGTERM/SIGINT; the rest are released "
-                    "(pending again, the attempt not counted)")] = 30.0,
+                    "(pending again, the attempt not counted)")] = 25.0,  # the SDK's DEFAULT_GRACE_PERIOD_S
     worker_id: Annotated[str | None, typer.Option()] = None,
     prefetch: Annotated[int, typer.Option(
         min=0, max=1000, help="jobs claimed ahead of free slots (held, heartbeated)")] = 0,

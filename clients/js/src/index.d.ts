@@ -171,7 +171,7 @@ export interface WorkerOptions {
   concurrency?: number;
   /** The lease to ask for; without it the queue's lease_ms, read off locked_until. */
   leaseMs?: number;
-  /** How long running jobs get to finish once the stop begins (default 30000). */
+  /** How long running jobs get to finish once the stop begins (default 25000). */
   gracePeriodMs?: number;
   /** The claims' long-poll (default 20000, at most 30000). */
   waitMs?: number;

@@ -33,7 +33,9 @@ import { SIGNAL_NUMBERS, exitNow, hostname, onTermination, pid, sleep } from "./
 
 export const DEFAULT_CONCURRENCY = 10;
 export const DEFAULT_WAIT_MS = 20_000;
-export const DEFAULT_GRACE_PERIOD_MS = 30_000;
+// 25 s: inside the 30 s an orchestrator (Kubernetes' default) allows before SIGKILL, with
+// time left to release what did not finish.
+export const DEFAULT_GRACE_PERIOD_MS = 25_000;
 // Beat at a third of the lease: two beats can fail before the lease runs out.
 const HEARTBEAT_FRACTION = 1 / 3;
 // Without leaseMs the lease is read off locked_until; this floor keeps a skewed clock from
