@@ -183,6 +183,7 @@ func (w *Worker) Run(ctx context.Context) error {
 type held struct {
 	lease    Lease
 	leaseLen time.Duration
+	began    time.Time       // set before its handler starts, never changed: the release line's "ran"
 	ctx      context.Context // the handler's
 	cancel   context.CancelFunc
 	// Guarded by run.mu:
@@ -366,7 +367,7 @@ func (r *run) leaseLength(lease Lease) time.Duration {
 
 // take starts a claimed job: its handler, and its heartbeats.
 func (r *run) take(lease Lease) {
-	h := &held{lease: lease, leaseLen: r.leaseLength(lease), beatsDone: make(chan struct{})}
+	h := &held{lease: lease, leaseLen: r.leaseLength(lease), began: time.Now(), beatsDone: make(chan struct{})}
 	h.ctx, h.cancel = context.WithCancel(r.jobs)
 	r.mu.Lock()
 	r.held[lease.LeaseID] = h
@@ -393,9 +394,8 @@ func (r *run) releaseUnstarted(lease *Lease) {
 
 func (r *run) process(h *held) {
 	job := h.lease.Job
-	began := time.Now()
 	out := runHandler(h.ctx, r.handlers[job.Type], job)
-	ran := time.Since(began)
+	ran := time.Since(h.began)
 	r.mu.Lock()
 	r.active--
 	lost, abandoned := h.lost, h.abandoned
@@ -662,7 +662,11 @@ func (r *run) release(h *held, why string) {
 	code, err := r.releaser.submit(ackItem{leaseID: h.lease.LeaseID})
 	switch {
 	case err == nil && code == "ok":
-		r.outcome(job, "released ("+why+")", 0, "")
+		var ran time.Duration // a job never started ran for no time
+		if !h.began.IsZero() {
+			ran = time.Since(h.began)
+		}
+		r.outcome(job, "released ("+why+")", ran, "")
 	case err == nil:
 		r.w.log.Printf("jobq worker: job %s: release answered %s; nothing more to do", job.ID, code)
 	default:

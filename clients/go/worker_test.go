@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -209,7 +210,9 @@ func TestWorkerStopReleasesWhatDidNotFinish(t *testing.T) {
 	cooperativeStopped := make(chan struct{})
 	stuck := make(chan struct{}) // a handler that ignores its ctx, let go at the test's end
 	t.Cleanup(func() { close(stuck) })
-	w := newWorker(t, jobq.WorkerConfig{Queues: []string{q}, Concurrency: 4, GracePeriod: 500 * time.Millisecond})
+	var lines logLines
+	w := newWorker(t, jobq.WorkerConfig{Queues: []string{q}, Concurrency: 4, GracePeriod: 500 * time.Millisecond,
+		Logger: log.New(&lines, "", 0)})
 	w.Handle("cooperative", func(ctx context.Context, job *jobq.Job) (any, error) {
 		mu.Lock()
 		running[job.ID] = true
@@ -275,6 +278,36 @@ func TestWorkerStopReleasesWhatDidNotFinish(t *testing.T) {
 	if err != nil || done.Status != jobq.StatusCompleted {
 		t.Fatalf("the job that finished within the grace period: %+v %v", done, err)
 	}
+	// The released job's line says how long it ran (at least the grace period), not 0 s.
+	var ranFor float64
+	prefix := fmt.Sprintf("jobq worker: job %s (cooperative) attempt 1/1: released (shutdown) (ran ", a.ID)
+	for _, line := range strings.Split(lines.String(), "\n") {
+		if strings.HasPrefix(line, prefix) {
+			fmt.Sscanf(strings.TrimPrefix(line, prefix), "%gs)", &ranFor)
+		}
+	}
+	if ranFor < 0.5 {
+		t.Fatalf("the release line of job %s says it ran %.3f s (want the 0.5 s grace period or more); the log:\n%s",
+			a.ID, ranFor, lines.String())
+	}
+}
+
+// logLines collects a worker's log lines; its goroutines write while the test reads.
+type logLines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func TestWorkerStopAbortsTheLongPoll(t *testing.T) {
