@@ -35,6 +35,18 @@ def worker_script(handle: str | None = None) -> str:
     return _HANDLE.sub(lambda _: handle.strip() + "\n", script)
 
 
+def kit_handle() -> str:
+    """The ``handle`` the README gives its worker for the kit's job types: the one block of
+    the worker section fenced ``bash`` (``section`` takes the ``sh`` blocks only, so the
+    walkthrough's worker keeps the README's own ``handle``)."""
+    text = README.read_text()
+    start = text.index(f"\n## {WORKER_SECTION}\n")
+    end = text.find("\n## ", start + 1)
+    blocks = re.findall(r"^```bash\n(.*?)^```", text[start:end], re.S | re.M)
+    assert len(blocks) == 1 and _HANDLE.fullmatch(blocks[0]), "the README gives the kit's handle() once"
+    return blocks[0]
+
+
 def worker_env(url: str, **extra: str) -> dict[str, str]:
     """The environment the README's worker loop reads: the service's URL in JOBQ_URL, and no
     token or queues of the test's own environment (its queue is then the default, email)."""

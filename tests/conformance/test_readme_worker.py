@@ -12,23 +12,13 @@ import pytest
 
 from tests.conformance.kit import CHECKS, run_kit
 from tests.conftest import LiveServer
-from tests.readme import README, WORKER_SECTION, section, worker_script
+from tests.readme import README, WORKER_SECTION, kit_handle, section, worker_script
 
 # What the README says a short loop leaves out, and the test therefore skips.
 LEFT_OUT = ["heartbeat", "stop"]
 
-# The kit's three job types: echo the payload; fail for good (status 2: retry false) with the
-# message; sleep ms, then say so.
-HANDLE = """
-handle() {
-  case $(jq -r .type <<<"$1") in
-    conformance.echo) jq -c .payload <<<"$1" ;;
-    conformance.fail) jq -r .payload.message <<<"$1" >&2; return 2 ;;
-    conformance.sleep) sleep "$(jq '.payload.ms / 1000' <<<"$1")"; jq -c '{slept: .payload.ms}' <<<"$1" ;;
-    *) echo "no handler for this job type" >&2; return 2 ;;
-  esac
-}
-"""
+# The README's handle() for the kit's job types, as a user pastes it in.
+HANDLE = kit_handle()
 
 
 @pytest.fixture(autouse=True)
