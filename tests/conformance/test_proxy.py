@@ -74,3 +74,33 @@ def test_a_worker_hanging_up_on_a_waiting_claim_ends_it_at_the_service(service: 
         got = httpx.post(f"{service.url}/v1/leases", timeout=10,
                          json={"worker_id": "w2", "queues": ["hangup"], "wait_ms": 3000}).json()
         assert [le["job"]["id"] for le in got["leases"]] == [job["id"]]
+
+
+def test_a_job_released_right_after_the_hang_up_is_not_taken_by_the_abandoned_claim(
+        service: LiveServer) -> None:
+    """A worker that stops aborts its long-poll and releases its job at once, through the
+    proxy: the proxy passes the hang-up on as it happens (it looked every 50 ms before), so the
+    released job stays for the next worker instead of going to the claim nobody reads."""
+    with RecordingProxy(service.url) as proxy:
+        claim = json.dumps({"worker_id": "w", "queues": ["hangup-now"], "wait_ms": 20000}).encode()
+        enqueue = json.dumps({"type": "t", "queue": "hangup-now"}).encode()
+        port = int(proxy.url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port)) as producer:
+            with socket.create_connection(("127.0.0.1", port)) as worker:
+                worker.sendall(_post("/v1/leases", claim))
+                eventually(proxy.claims, what="the claim reached the proxy")
+            # The job appears through the proxy the moment the worker has hung up, as the
+            # worker's own release would.
+            producer.sendall(_post("/v1/jobs", enqueue))
+            eventually(lambda: [x for x in proxy.exchanges() if x.path == "/v1/jobs" and x.answer],
+                       what="the job enqueued")
+        [job] = [x.answer for x in proxy.exchanges() if x.path == "/v1/jobs"]
+        got = httpx.post(f"{service.url}/v1/leases", timeout=10,
+                         json={"worker_id": "w2", "queues": ["hangup-now"], "wait_ms": 3000}).json()
+        assert [le["job"]["id"] for le in got["leases"]] == [job["id"]], httpx.get(
+            f"{service.url}/v1/jobs/{job['id']}").json()
+
+
+def _post(path: str, body: bytes) -> bytes:
+    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (path.encode(), len(body), body))

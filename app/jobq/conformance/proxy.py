@@ -206,7 +206,7 @@ class RecordingProxy:
             self._lock.notify_all()
 
     def _forward(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes,
-                 hung_up: Callable[[], bool] | None) -> tuple[int, list[tuple[str, str]], bytes]:
+                 hung_up: Callable[[float], bool] | None) -> tuple[int, list[tuple[str, str]], bytes]:
         """Send the request on to the service on a connection of its own and return its answer.
         With ``hung_up`` (a claim, which may wait), the service's connection is shut as soon
         as the worker hangs up: the service then ends the waiting claim without claiming, as
@@ -239,10 +239,14 @@ class RecordingProxy:
         return kind(self._host, self._port, timeout=UPSTREAM_TIMEOUT_S)
 
     @staticmethod
-    def _hang_up_with(upstream: http.client.HTTPConnection, hung_up: Callable[[], bool],
+    def _hang_up_with(upstream: http.client.HTTPConnection, hung_up: Callable[[float], bool],
                       finished: threading.Event) -> None:
-        while not finished.wait(0.05):
-            if hung_up():
+        # hung_up blocks until the worker's socket stirs (or 50 ms pass), so the hang-up is
+        # passed on at once: a worker that aborts its long-poll and releases its job right
+        # after must not find the released job taken by its own abandoned claim, still
+        # waiting on the service behind the proxy.
+        while not finished.is_set():
+            if hung_up(0.05):
                 if upstream.sock is not None:
                     with contextlib.suppress(OSError):
                         upstream.sock.shutdown(socket.SHUT_RDWR)
@@ -306,11 +310,17 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             proxy._answered(exchange, status, headers, content)
 
-    def _hung_up(self) -> bool:
-        """Whether the worker closed its connection (it sends nothing else while it waits)."""
+    def _hung_up(self, wait_s: float) -> bool:
+        """Whether the worker closed its connection (it sends nothing else while it waits),
+        waiting up to ``wait_s`` for it to."""
         try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+            readable, _, _ = select.select([self.connection], [], [], wait_s)
+            if not readable:
+                return False
+            if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                return True
+            time.sleep(wait_s)  # it sent bytes (a next request) instead: look again later
+            return False
         except OSError:
             return True
 
