@@ -5,14 +5,16 @@ that does not answer and a token that may not run the kit are one line and exit 
 
 from __future__ import annotations
 
+import os
 import secrets
+import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conformance.kit import CHECKS, WORKERS, live_service, run_kit, worker_token
-from tests.conftest import LiveServer
+from tests.conftest import ROOT, LiveServer
 
 REF_WORKER = [sys.executable, str(WORKERS / "ref_worker.py")]
 
@@ -109,4 +111,14 @@ def test_an_unreachable_service_is_a_usage_error() -> None:
     assert done.code == 2, done.output
     assert done.lines == [], done.output
     [line] = done.stderr.splitlines()
-    assert line.startswith("jobq: cannot reach http://127.0.0.1:9"), done.output
+    assert line.startswith("jobq: cannot reach http://127.0.0.1:9 (from --url)"), done.output
+
+
+def test_an_unreachable_service_names_what_chose_its_url() -> None:
+    """Without --url the kit takes JOBQ_URL: the line says so (it said "from --url")."""
+    args = [sys.executable, "-m", "jobq.cli", "conformance", "--only", "echo", "--", *REF_WORKER]
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBQ_TOKEN", "JOBQ_URL")}
+    done = subprocess.run(args, cwd=ROOT, env={**env, "JOBQ_URL": "http://127.0.0.1:9"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("jobq: cannot reach http://127.0.0.1:9 (from JOBQ_URL)"), done.stderr

@@ -9,7 +9,7 @@ import typer
 
 from jobq.cli.help_format import CommandGroup
 from jobq.cli.output import fail
-from jobq.cli.remote import DEFAULT_URL, Token, Url
+from jobq.cli.remote import DEFAULT_URL, Token, Url, url_source
 
 app = CommandGroup()
 
@@ -21,6 +21,7 @@ def _names(value: str | None) -> list[str]:
 # Stop at the worker's command: its own options (`node w.mjs --verbose`) are not the kit's.
 @app.command(context_settings={"allow_interspersed_args": False})
 def conformance(
+    ctx: typer.Context,
     command: Annotated[list[str] | None, typer.Argument(
         metavar="COMMAND", help="the worker to test, with its arguments, after --")] = None,
     url: Url = DEFAULT_URL,
@@ -42,7 +43,8 @@ def conformance(
     from jobq.conformance import Options, UsageError, run
 
     options = Options(url=url, command=command or [], token=token, worker_token=worker_token,
-                      queue=queue, only=_names(only), skip=_names(skip), stop_within_s=stop_within)
+                      queue=queue, only=_names(only), skip=_names(skip), stop_within_s=stop_within,
+                      url_source=url_source(ctx))
     try:
         code = run(options)
     except UsageError as exc:

@@ -41,6 +41,7 @@ class Options:
     only: Sequence[str] = field(default_factory=tuple)
     skip: Sequence[str] = field(default_factory=tuple)
     stop_within_s: float = 30.0
+    url_source: str = "--url"  # what chose ``url``, for the message when it cannot be reached
 
 
 def chosen(only: Sequence[str], skip: Sequence[str]) -> list[str]:
@@ -61,7 +62,7 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
         raise UsageError("no worker command: give it after --, as in "
                          "`jobq conformance --url URL -- python worker.py`")
     try:
-        client = Client(options.url, token=options.token, url_source="--url")
+        client = Client(options.url, token=options.token, url_source=options.url_source)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     with client:
