@@ -315,12 +315,22 @@ class AsyncClient:
         max_running: int | None | _Unset = UNSET,
         retention_ms: int | _Unset = UNSET,
         dead_retention_ms: int | _Unset = UNSET,
+        rate_limit: Mapping[str, Any] | None | _Unset = UNSET,
+        enqueue_rate: Mapping[str, Any] | None | _Unset = UNSET,
+        soft_depth: int | None | _Unset = UNSET,
+        soft_lag_ms: int | None | _Unset = UNSET,
         extra: Mapping[str, Any] | None = None,
     ) -> Queue:
         """Change the settings given; ``None`` means "no limit" / "off" where allowed.
-        ``extra`` carries settings this SDK does not name, sent as they are."""
+        ``rate_limit`` (``{"jobs": 10, "per_ms": 1000, "key": "payload.tenant"}``: the pace of
+        claims) and ``enqueue_rate`` (``{"jobs": 50, "per_ms": 1000, "burst": 100}``) are sent
+        as given. ``extra`` carries settings this SDK does not name, sent as they are."""
         body = b.drop_unset(
             {
+                "rate_limit": dict(rate_limit) if isinstance(rate_limit, Mapping) else rate_limit,
+                "enqueue_rate": dict(enqueue_rate) if isinstance(enqueue_rate, Mapping) else enqueue_rate,
+                "soft_depth": soft_depth,
+                "soft_lag_ms": soft_lag_ms,
                 "max_depth": max_depth,
                 "paused": paused,
                 "lease_ms": lease_ms,
