@@ -389,3 +389,20 @@ async def test_long_polls_on_a_paced_queue_are_woken_by_the_timer(c: httpx.Async
     start = time.monotonic()
     second = await claim(c, "w", 1, wait_ms=10_000)
     assert len(second) == 1 and 0.4 < time.monotonic() - start < 2.5
+
+
+async def test_the_leader_forgets_rate_state_no_limit_needs(c: httpx.AsyncClient,
+                                                            database_url: str) -> None:
+    await patch(c, "g", rate_limit={"jobs": 5, "per_ms": 100, "key": "type"},
+                enqueue_rate={"jobs": 1, "per_ms": 100})
+    await enqueue_n(c, "g", 1)
+    assert len(await claim(c, "g", 1)) == 1
+    await patch(c, "g2", enqueue_rate={"jobs": 1, "per_ms": 3_600_000})
+    await enqueue_n(c, "g2", 1)
+    await asyncio.sleep(0.15)  # past per_ms: both "g" rows hold nothing a limit needs
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        n = (await (await conn.execute(Q.RateStateForget)).fetchone())[0]  # type: ignore[index]
+        assert n == 2
+        left = await (await conn.execute("SELECT kind, name FROM enqueue_buckets")).fetchall()
+        assert left == [("queue", "g2")]  # an hour to refill: still needed
+        assert await (await conn.execute("SELECT * FROM rate_windows")).fetchall() == []

@@ -40,9 +40,11 @@ from jobq.client._transport import default_async_transport
 class AsyncClient:
     """An asyncio client for one jobq service.
 
-    ``retry_overload`` (seconds or timedelta) lets a call wait out ``429 queue_full`` and
-    ``503 unavailable`` by sleeping for the ``Retry-After`` the service sends, for at most
-    that much time in total per call; without it those answers raise at once. An answer
+    ``retry_overload`` (seconds or timedelta) lets a call wait out a ``429`` (``queue_full``,
+    ``queue_rate_limited``, ``token_rate_limited``, ``queue_overloaded``) and ``503
+    unavailable`` by sleeping for the wait the service asks for (the body's ``retry_after_ms``
+    to the millisecond, else ``Retry-After``, plus up to 10% of jitter) and sending again,
+    for at most that much time in total per call; without it those answers raise at once. An answer
     ``401`` (``Unauthorized``) or ``403`` (``Forbidden``) is never retried. ``token`` is
     sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
     (``token=""`` sends none). ``transport`` replaces the network transport

@@ -1517,3 +1517,29 @@ SELECT q.name AS queue,
         WHERE w.queue = q.name AND ((q.rate_limit ->> 'key') IS NOT NULL OR w.key = '')) AS u ON true
  WHERE q.name = ANY(%(queues)s::text[]) AND q.rate_limit IS NOT NULL
  GROUP BY q.name, q.rate_limit;
+
+-- name: RateStateForget
+-- The duties leader's upkeep: delete the rate_limit windows whose every grant has left the window (or whose queue has no limit, or no key, any more), and the enqueue buckets that have refilled to their burst or belong to no rate; a claim or enqueue that comes later makes its row again. Returns how many went.
+-- A row a claim rewrites meanwhile is re-checked on its new version (READ COMMITTED) and kept.
+WITH windows AS (
+    DELETE FROM rate_windows w USING queues q
+     WHERE w.queue = q.name
+       AND (q.rate_limit IS NULL
+            OR (w.key <> '' AND q.rate_limit ->> 'key' IS NULL)
+            OR coalesce(w.grant_at[cardinality(w.grant_at)], '-infinity')
+               <= now() - make_interval(secs => (q.rate_limit ->> 'per_ms')::bigint / 1000.0))
+    RETURNING 1
+),
+buckets AS (  -- kept only while a rate applies to it and it has not refilled to its burst
+    DELETE FROM enqueue_buckets b
+     WHERE NOT EXISTS (
+           SELECT 1 FROM (SELECT q.enqueue_rate AS r FROM queues q WHERE b.kind = 'queue' AND q.name = b.name
+                          UNION ALL
+                          SELECT t.enqueue_rate FROM tokens t WHERE b.kind = 'token' AND t.id = b.name) AS x
+            WHERE x.r IS NOT NULL
+              AND b.tokens + extract(epoch FROM now() - b.at) * 1000.0 * (x.r ->> 'jobs')::float8
+                             / (x.r ->> 'per_ms')::float8
+                  < coalesce((x.r ->> 'burst')::float8, (x.r ->> 'jobs')::float8))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM windows) + (SELECT count(*) FROM buckets) AS n;
