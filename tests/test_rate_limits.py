@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -26,7 +25,7 @@ from jobq.domain.rates import (
     retry_after_s,
 )
 from jobq.store.queries import Q
-from tests.conftest import app_with_tokens, make_settings, running_app
+from tests.conftest import app_with_tokens
 from tests.helpers import long_polls_idle, problem, validation
 
 pytestmark = pytest.mark.timeout(90)
@@ -35,16 +34,9 @@ ADMIN = "rate-limits-admin-token-0123456789"
 
 
 @pytest.fixture
-async def rl_app(database_url: str) -> AsyncIterator[FastAPI]:
-    async with running_app(make_settings(database_url)) as application:
-        yield application
-
-
-@pytest.fixture
-async def c(rl_app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=rl_app),
-                                 base_url="http://jobq", timeout=30) as client:
-        yield client
+def c(client: httpx.AsyncClient) -> httpx.AsyncClient:
+    """conftest's in-process client of the ``app`` fixture, under a short name."""
+    return client
 
 
 async def patch(c: httpx.AsyncClient, queue: str, **settings: Any) -> dict[str, Any]:
@@ -130,20 +122,20 @@ async def test_a_claim_at_the_limit_gets_what_the_limit_allows(c: httpx.AsyncCli
 
 
 async def test_a_waiting_claim_is_woken_when_the_window_frees(c: httpx.AsyncClient,
-                                                              rl_app: FastAPI) -> None:
+                                                              app: FastAPI) -> None:
     """Not by polling: the service sets a timer for the moment the window's oldest grant
     leaves it, and the long-poll takes the job then."""
     await patch(c, "p", rate_limit={"jobs": 2, "per_ms": 1500})
     await enqueue_n(c, "p", 4)
     start = time.monotonic()
     assert len(await claim(c, "p", 2)) == 2
-    readings = rl_app.state.ctx.wakeups.readings
+    readings = app.state.ctx.wakeups.readings
     got = await claim(c, "p", 2, wait_ms=10_000)
     waited = time.monotonic() - start
     assert len(got) == 2
     assert 1.3 < waited < 3.0, waited
     # One reading at the timer (perhaps one when the long-poll first slept), not one per 100 ms.
-    assert rl_app.state.ctx.wakeups.readings - readings <= 3
+    assert app.state.ctx.wakeups.readings - readings <= 3
 
 
 async def test_a_key_gives_each_value_its_own_allowance(c: httpx.AsyncClient) -> None:
@@ -378,12 +370,12 @@ async def test_past_soft_lag_enqueues_are_refused(c: httpx.AsyncClient) -> None:
 
 
 async def test_long_polls_on_a_paced_queue_are_woken_by_the_timer(c: httpx.AsyncClient,
-                                                                  rl_app: FastAPI) -> None:
+                                                                  app: FastAPI) -> None:
     """A waiter that slept before the window was full (not a claim that saw it full) is
     woken by the reading's timer too."""
     await patch(c, "w", rate_limit={"jobs": 1, "per_ms": 800})
     waiter = asyncio.create_task(claim(c, "w", 1, wait_ms=10_000))
-    await long_polls_idle(rl_app, "w")
+    await long_polls_idle(app, "w")
     await enqueue_n(c, "w", 2)
     assert len(await waiter) == 1
     start = time.monotonic()

@@ -91,7 +91,8 @@ def queues_set(
         help="the pace of claims, N/P: at most N jobs handed out per P ms (or 10/1s, 100/1m), "
              "across every worker")] = None,
     rate_key: Annotated[str | None, typer.Option(
-        help="with --rate-limit: an allowance per value of 'type' or 'payload.<field>'")] = None,
+        help="with --rate-limit: an allowance per value of 'type' or of a payload field, "
+             "'payload.tenant'")] = None,
     enqueue_rate: Annotated[str | None, typer.Option(
         help="producers' token bucket, N/P[:B]: N jobs per P ms, burst B (default N); "
              "beyond it enqueues get 429 queue_rate_limited")] = None,

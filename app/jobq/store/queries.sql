@@ -248,36 +248,38 @@ full_keys AS (
 -- Candidates in claim order, each with its key: the job type, a top-level payload field
 -- ("payload.<field>", its text; a job without it has key ''), or '' for a limit without key.
 -- Two branches gated on aging as in JobClaimMany (FOR UPDATE cannot apply to a UNION's inputs).
+-- The queue's settings come in as scalar subqueries, never as a join: evaluated once, the gate is
+-- a one-time filter, and the branch that is off reads no row (joined to q, it walked the index).
 picked AS (
     SELECT c.id, c.key, row_number() OVER (PARTITION BY c.key ORDER BY c.ord) AS rank
       FROM (
            SELECT a.id, a.key, row_number() OVER () AS ord FROM (
-                  SELECT j.id, coalesce(CASE WHEN q.key_of = 'type' THEN j.type
-                                             ELSE j.payload ->> substr(q.key_of, 9) END, '') AS key
-                    FROM jobs j, q
-                   WHERE j.queue = %(queue)s AND NOT q.aged
+                  SELECT j.id, coalesce(CASE WHEN (SELECT key_of FROM q) = 'type' THEN j.type
+                                             ELSE j.payload ->> substr((SELECT key_of FROM q), 9) END, '') AS key
+                    FROM jobs j
+                   WHERE j.queue = %(queue)s AND NOT (SELECT aged FROM q)
                      AND j.status IN ('pending', 'failed') AND j.lease_expiries >= 0
                      AND j.visible_at <= now()
                      AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
                      AND NOT (SELECT revoked FROM caller)
-                     AND coalesce(CASE WHEN q.key_of = 'type' THEN j.type
-                                       ELSE j.payload ->> substr(q.key_of, 9) END, '')
+                     AND coalesce(CASE WHEN (SELECT key_of FROM q) = 'type' THEN j.type
+                                       ELSE j.payload ->> substr((SELECT key_of FROM q), 9) END, '')
                          <> ALL ((SELECT keys FROM full_keys)::text[])
                    ORDER BY j.priority DESC, j.visible_at, j.id
                    LIMIT (SELECT %(limit)s::bigint)  -- hidden from the planner: see JobClaim's note
                      FOR UPDATE OF j SKIP LOCKED) AS a
            UNION ALL
            SELECT b.id, b.key, row_number() OVER () AS ord FROM (
-                  SELECT j.id, coalesce(CASE WHEN q.key_of = 'type' THEN j.type
-                                             ELSE j.payload ->> substr(q.key_of, 9) END, '') AS key
-                    FROM jobs j, q
-                   WHERE j.queue = %(queue)s AND q.aged
+                  SELECT j.id, coalesce(CASE WHEN (SELECT key_of FROM q) = 'type' THEN j.type
+                                             ELSE j.payload ->> substr((SELECT key_of FROM q), 9) END, '') AS key
+                    FROM jobs j
+                   WHERE j.queue = %(queue)s AND (SELECT aged FROM q)
                      AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
                      AND j.aged_key IS NOT NULL
                      AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
                      AND NOT (SELECT revoked FROM caller)
-                     AND coalesce(CASE WHEN q.key_of = 'type' THEN j.type
-                                       ELSE j.payload ->> substr(q.key_of, 9) END, '')
+                     AND coalesce(CASE WHEN (SELECT key_of FROM q) = 'type' THEN j.type
+                                       ELSE j.payload ->> substr((SELECT key_of FROM q), 9) END, '')
                          <> ALL ((SELECT keys FROM full_keys)::text[])
                    ORDER BY j.aged_key, j.id
                    LIMIT (SELECT %(limit)s::bigint)
