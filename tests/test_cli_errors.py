@@ -285,18 +285,25 @@ def test_the_worker_logs_its_url_queues_and_one_line_per_job_outcome(
     assert proc.returncode == 0, text
 
 
-def test_the_worker_log_names_the_url_it_cannot_reach(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("queues", "served"), [
+    # No --queues: it serves the queue default, and says that this is why.
+    ({}, "default (no --queues or JOBQ_QUEUES given)"),
+    # JOBQ_QUEUES is --queues from the environment, as JOBQ_URL is --url (jobq conformance
+    # hands a worker its queue so).
+    ({"JOBQ_QUEUES": "email,other"}, "email,other"),
+])
+def test_the_worker_log_names_the_url_it_cannot_reach(
+        tmp_path: Path, queues: dict[str, str], served: str) -> None:
     (tmp_path / "outcome_jobs.py").write_text(HANDLERS)
     url = nowhere()
     log = tmp_path / "worker.log"
-    environ = {k: v for k, v in os.environ.items() if k != "JOBQ_LOG_LEVEL"}
+    environ = {k: v for k, v in os.environ.items() if k not in ("JOBQ_LOG_LEVEL", "JOBQ_QUEUES")}
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "jobq.cli", "worker", "outcome_jobs:handlers"],
-            cwd=tmp_path, env={**environ, "JOBQ_URL": url}, stdout=out, stderr=out)
+            cwd=tmp_path, env={**environ, "JOBQ_URL": url, **queues}, stdout=out, stderr=out)
     try:
-        # No --queues: it serves the queue default, and says that this is why.
-        _wait_log(log, f"serving queues=default (no --queues given) at {url} (from JOBQ_URL)")
+        _wait_log(log, f"serving queues={served} at {url} (from JOBQ_URL)")
         _wait_log(log, f"claim failed (cannot reach {url} (from JOBQ_URL): POST /v1/leases: ")
     finally:
         proc.send_signal(signal.SIGTERM)

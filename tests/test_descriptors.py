@@ -37,7 +37,7 @@ from jobq.store.db import Database
 from jobq.worker import Worker
 from tests.conftest import LiveServer, make_settings, running_app
 from tests.helpers import counts, enqueue, problem, retry_after
-from tests.waiting import aeventually
+from tests.waiting import aeventually, eventually
 
 # --- the default cap and the setting ------------------------------------------------------
 
@@ -420,3 +420,28 @@ async def test_the_worker_waits_out_the_cap_quietly(
 async def _completed(c: httpx.AsyncClient, job_id: str) -> bool:
     r = await c.get(f"/v1/jobs/{job_id}")
     return r.status_code == 200 and r.json()["status"] == "completed"
+
+
+def test_a_long_poll_whose_client_hangs_up_gives_its_place_back_at_once(database_url: str) -> None:
+    """A worker that aborts its long-poll (a graceful stop does) or dies: its claim stops
+    waiting the moment the connection closes, not when its wait_ms runs out, so the place
+    it held under JOBQ_MAX_LONG_POLLS is free for the next worker at once (and a stopping
+    service has no claim left to wait for)."""
+    server = LiveServer(database_url, env={"JOBQ_MAX_LONG_POLLS": "1"})
+    server.start()
+    try:
+        body = b'{"worker_id": "gone", "queues": ["nobody-enqueues"], "wait_ms": 30000}'
+        held = socket.create_connection(("127.0.0.1", server.port))
+        held.sendall(b"POST /v1/leases HTTP/1.1\r\nHost: jobq\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+        def probe() -> int:
+            # wait_ms 500: admitted, it waits half a second and answers 200; refused, 503.
+            return httpx.post(server.url + "/v1/leases", timeout=10,
+                              json={"worker_id": "probe", "queues": ["q"], "wait_ms": 500}).status_code
+
+        eventually(lambda: probe() == 503, what="the held long-poll filling the cap of 1")
+        held.close()
+        eventually(lambda: probe() == 200, timeout_s=5, what="the place given back after the hang-up")
+    finally:
+        server.stop()

@@ -5,7 +5,8 @@ README.md itself, not from a copy, and run with bash against a live ``jobq serve
 the ids and lease ids come from the answers (jq), so the second run must see the same status
 codes and statuses as the first. "Any language: a worker in curl and jq" runs as a worker
 against a few jobs, one of which its handler fails, and against a service that is down or
-answers errors, where it must pause rather than spin or exit."""
+answers errors, where it must pause rather than spin or exit (tests/conformance/
+test_readme_worker.py runs it under `jobq conformance`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import ROOT, LiveServer, free_port
+from tests.conftest import LiveServer, free_port
+from tests.readme import README, section, worker_env, worker_script
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
@@ -34,23 +36,11 @@ def curl_and_jq() -> None:
     assert not missing, f"the README's examples need {', '.join(missing)} installed"
 
 
-README = ROOT / "README.md"
 URL_LINE = "JOBQ=http://127.0.0.1:8000"
 
 
-def section(title: str) -> str:
-    """The shell blocks of one README section, in order, as one script."""
-    text = README.read_text()
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    blocks = re.findall(r"^```sh\n(.*?)^```", text[start:end], re.S | re.M)
-    assert blocks, title
-    script = "\n".join(blocks)
-    assert script.count(URL_LINE) == 1, f"{title}: the URL is set once, by {URL_LINE!r}"
-    return script
-
-
 def pointed_at(script: str, url: str) -> str:
+    assert script.count(URL_LINE) == 1, f"the URL is set once, by {URL_LINE!r}"
     return script.replace(URL_LINE, f"JOBQ={url}")
 
 
@@ -127,12 +117,10 @@ def test_the_curl_walkthrough_runs_twice_on_one_database(live_server: LiveServer
 # --- the worker loop --------------------------------------------------------------------------
 
 
-def start_loop(url: str, log: Path) -> subprocess.Popen[bytes]:
-    script = pointed_at(section("Any language: a worker in curl and jq"), url)
+def start_loop(url: str, log: Path, handle: str | None = None) -> subprocess.Popen[bytes]:
     # Its own process group, so that stopping it also stops the curl it is waiting in.
-    return subprocess.Popen(
-        ["bash", "-c", script], stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True
-    )
+    return subprocess.Popen(["bash", "-c", worker_script(handle)], env=worker_env(url),
+                            stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True)
 
 
 def stop_loop(proc: subprocess.Popen[bytes]) -> None:
@@ -145,7 +133,7 @@ def test_the_curl_worker_acks_and_fails_jobs(live_server: LiveServer, tmp_path: 
     url = live_server.url
     jobs = {
         to: httpx.post(
-            f"{url}/v1/jobs", json={"queue": "email", "type": "email.welcome", "payload": {"to": to}, "max_attempts": 2}
+            f"{url}/v1/jobs", json={"queue": "email", "type": "email.welcome", "payload": {"to": to}, "max_attempts": 3}
         ).json()["id"]
         for to in ("ada@example.com", "nobody", "grace@example.com")
     }
@@ -156,20 +144,41 @@ def test_the_curl_worker_acks_and_fails_jobs(live_server: LiveServer, tmp_path: 
         def read(to: str) -> dict:  # type: ignore[type-arg]
             return httpx.get(f"{url}/v1/jobs/{jobs[to]}").json()
 
-        # The bad address fails, is retried after its backoff (about a second), fails again
-        # and is dead, its two errors in words; the others complete with the loop's result.
+        # The bad address fails with status 2, which no retry can fix: dead at once, with
+        # attempts left, its error in words; the others complete with the loop's result.
         dead = eventually(lambda: (j := read("nobody"))["status"] == "dead" and j, poll_s=0.1,
                           what="the bad address's job dead")
-        assert dead["attempt"] == 2
+        assert dead["attempt"] == 1
         assert [(e["attempt"], e["kind"], e["error"]) for e in dead["errors"]] == [
             (1, "failed", "not an address: nobody"),
-            (2, "failed", "not an address: nobody"),
         ]
-        for to in ("ada@example.com", "grace@example.com"):
-            job = read(to)
+        for to in ("ada@example.com", "grace@example.com"):  # one at a time, in claim order
+            job = eventually(lambda: (j := read(to))["status"] not in ("pending", "running") and j,  # noqa: B023
+                             poll_s=0.1, what=f"{to}'s job finished")
             assert job["status"] == "completed" and job["result"] == {"sent_to": to}, job
             assert job["attempt"] == 1 and job["errors"] == []
         assert proc.poll() is None, log.read_text()  # still serving
+    finally:
+        stop_loop(proc)
+
+
+def test_the_curl_worker_retries_a_failure_of_any_other_status(live_server: LiveServer, tmp_path: Path) -> None:
+    # The README's handle fails only for good (status 2); a handle of one's own that fails
+    # with status 1 has its job retried after the backoff (about a second), and dead once its
+    # attempts are used up, each error in words.
+    url = live_server.url
+    job = httpx.post(f"{url}/v1/jobs", json={"queue": "email", "type": "email.welcome",
+                                             "max_attempts": 2}).json()["id"]
+    log = tmp_path / "worker.log"
+    proc = start_loop(url, log, handle='handle() { echo "mail server busy" >&2; return 1; }')
+    try:
+        dead = eventually(lambda: (j := httpx.get(f"{url}/v1/jobs/{job}").json())["status"] == "dead" and j,
+                          poll_s=0.1, what="the job dead after its two attempts")
+        assert [(e["attempt"], e["kind"], e["error"]) for e in dead["errors"]] == [
+            (1, "failed", "mail server busy"),
+            (2, "failed", "mail server busy"),
+        ]
+        assert proc.poll() is None, log.read_text()
     finally:
         stop_loop(proc)
 

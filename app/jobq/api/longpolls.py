@@ -13,9 +13,13 @@ One counter per app, touched only on its event loop: no lock needed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import random
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+
+from starlette.requests import Request
 
 # A refused long-poll is told to come back after between 1 and this many times
 # JOBQ_RETRY_AFTER_S, at random: a fleet refused at once (a restart, a burst of workers) must
@@ -80,3 +84,30 @@ class LongPolls:
         """The Retry-After of a refused long-poll, spread over ``base_s`` to ``RETRY_SPREAD``
         times it."""
         return random.randint(base_s, base_s * RETRY_SPREAD)
+
+
+async def _await_disconnect(request: Request, hung_up: asyncio.Event) -> None:
+    # Once the body is read, the ASGI receive() returns only when the client disconnects
+    # (http.disconnect); any other message is more body, which a read body has none of.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    hung_up.set()
+
+
+@asynccontextmanager
+async def hangup_watch(request: Request, wait_ms: int) -> AsyncIterator[asyncio.Event | None]:
+    """An event set the moment the client of a long-poll disconnects, so that its wait ends
+    then (core.wakeups): a worker that aborts its long-poll on stop, or dies, must neither
+    hold a place under the cap until ``wait_ms`` runs out nor keep a stopping service
+    waiting for it. None for a claim that does not wait. Call it once the body is read."""
+    if wait_ms <= 0:
+        yield None
+        return
+    hung_up = asyncio.Event()
+    watcher = asyncio.ensure_future(_await_disconnect(request, hung_up))
+    try:
+        yield hung_up
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher

@@ -4,6 +4,7 @@ One module per group of commands, each declaring its own ``CommandGroup`` with d
 
 - ``service``: ``serve``, ``migrate``, ``bench``, ``openapi`` (the server extra's)
 - ``worker``: ``worker``
+- ``conformance``: ``conformance`` (the kit that proves a worker, jobq.conformance)
 - ``jobs``: ``enqueue``, ``job``, ``jobs``, ``cancel``, ``retry``
 - ``dead``, ``queues``, ``schedules``, ``topics``: the groups of those names, over HTTP
 - ``tokens``: ``jobq tokens``, straight on the database
@@ -23,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from jobq.cli import dead, jobs, queues, schedules, service, tokens, topics, worker
+from jobq.cli import conformance, dead, jobs, queues, schedules, service, tokens, topics, worker
 from jobq.cli.help_format import CommandGroup, print_help_and_exit
 
 app = CommandGroup(help="jobq: a durable job queue over HTTP, on PostgreSQL.", invoke_without_command=True)
@@ -51,6 +52,7 @@ def root(
 # In the order `jobq --help` lists them: the service, then its users.
 app.add_typer(service.app)
 app.add_typer(worker.app)
+app.add_typer(conformance.app)
 app.add_typer(jobs.app)
 app.add_typer(dead.app, name="dead")
 app.add_typer(queues.app, name="queues")

@@ -22,12 +22,13 @@ def worker(
         help="dotted.module:attribute (myapp.jobs:handlers, not a file path) naming a dict "
              "that maps each job type to its handler")],
     queues: Annotated[str | None, typer.Option(
+        envvar="JOBQ_QUEUES",
         help="comma-separated, tried in this order; without it, the queue default")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=1000)] = 10,
     lease_ms: Annotated[int | None, typer.Option(min=100)] = None,
     grace_period: Annotated[float, typer.Option(
         min=0, help="seconds running jobs get to finish on SIGTERM/SIGINT; the rest are released "
-                    "(pending again, the attempt not counted)")] = 30.0,
+                    "(pending again, the attempt not counted)")] = 25.0,  # the SDK's DEFAULT_GRACE_PERIOD_S
     worker_id: Annotated[str | None, typer.Option()] = None,
     prefetch: Annotated[int, typer.Option(
         min=0, max=1000, help="jobs claimed ahead of free slots (held, heartbeated)")] = 0,

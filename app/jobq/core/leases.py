@@ -7,6 +7,7 @@ whether it was lost or never existed.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -136,12 +137,14 @@ async def _never() -> bool:
 async def claim(
     ctx: Context, req: ClaimRequest, gone: Callable[[], Awaitable[bool]] = _never,
     allowed: Callable[[], bool] | None = None, owner: str | None = None,
-    revoked: Callable[[str], None] = _no_one,
+    revoked: Callable[[str], None] = _no_one, hung_up: asyncio.Event | None = None,
 ) -> list[Lease]:
     """Claim, long-polling up to ``wait_ms`` for at least one job (see core.wakeups).
 
     ``gone`` tells whether the caller has hung up: a long-poll whose worker died must not
     go on to lease a job to nobody (it would sit out a whole lease and count as an expiry).
+    ``hung_up``, set the moment the caller disconnects, ends the wait then rather than at
+    the next bell or the end of ``wait_ms``.
 
     ``allowed`` tells whether the caller's access token is still valid, and is asked before
     every claim: a long-poll outlives the check made when its request came in, and a token
@@ -163,7 +166,8 @@ async def claim(
 
     return await ctx.wakeups.wait_for_work(
         req.queues, req.types, req.limit, req.wait_ms / 1000,
-        take=take, queue_of=lambda lease: lease.job.queue, gone=gone, owner=owner)
+        take=take, queue_of=lambda lease: lease.job.queue, gone=gone, owner=owner,
+        hung_up=hung_up)
 
 
 def _ref(lease_id: str) -> LeaseRef:

@@ -132,15 +132,27 @@ class Waiter:
     def rung(self) -> bool:
         return self.event.is_set()
 
-    async def wait(self, timeout_s: float) -> bool:
+    async def wait(self, timeout_s: float, hung_up: asyncio.Event | None = None) -> bool:
+        """Sleep until rung or ``timeout_s`` passes, or until ``hung_up`` is set (the
+        caller's client went away: nobody is left to hand a job to). Whether it was rung."""
         if timeout_s <= 0:
             return self.event.is_set()
-        try:
-            async with asyncio.timeout(timeout_s):
-                await self.event.wait()
-        except TimeoutError:
+        if hung_up is None:
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self.event.wait()
+            except TimeoutError:
+                return self.event.is_set()
+            return True
+        if hung_up.is_set():
             return self.event.is_set()
-        return True
+        rung, gone = asyncio.ensure_future(self.event.wait()), asyncio.ensure_future(hung_up.wait())
+        try:
+            await asyncio.wait((rung, gone), timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            rung.cancel()
+            gone.cancel()
+        return self.event.is_set()
 
 
 async def _never() -> bool:
@@ -232,6 +244,7 @@ class Wakeups:
         queue_of: Callable[[T], str],
         gone: Callable[[], Awaitable[bool]] = _never,
         owner: str | None = None,
+        hung_up: asyncio.Event | None = None,
     ) -> list[T]:
         """Run ``take`` (one claim of up to ``limit`` jobs from ``queues``) until it takes
         something or ``wait_s`` has passed, sleeping in between until a bell rings for these
@@ -240,6 +253,9 @@ class Wakeups:
 
         ``gone`` tells whether the caller has hung up: a long-poll whose worker died must not
         go on to lease a job to nobody (it would sit out a whole lease and count as an expiry).
+        ``hung_up``, set when the caller's client disconnects, ends a wait at once: a
+        long-poll left waiting for a client that is gone would hold a place under the
+        long-poll cap, and keep a graceful stop of the service waiting until its time is up.
         ``owner``: the access token the caller used; ``revoked`` wakes the long-poll when it
         is revoked, so that its next ``take`` (which checks the token, and raises) runs now.
         """
@@ -278,14 +294,14 @@ class Wakeups:
                     self._set_idle(waiter, True)
                     self._went_idle.set()
                     try:
-                        rung = await waiter.wait(remaining)
+                        rung = await waiter.wait(remaining, hung_up)
                     finally:
                         self._set_idle(waiter, False)
                     if not rung:
                         return []  # nothing rang: there is nothing to look for
-                    hung_up = await gone()
+                    caller_gone = await gone()
                     woken_for = dict(waiter.rung_for)  # after gone(): a bell may ring meanwhile
-                    if hung_up or self._draining:
+                    if caller_gone or self._draining:
                         # Nobody here will claim what we were rung for: other waiters (or,
                         # through NOTIFY, other processes) will.
                         self._pass_on(waiter, woken_for)

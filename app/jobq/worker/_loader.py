@@ -128,7 +128,8 @@ def run_worker(
     return the process exit status (``log_level`` applies when logging is not set up yet;
     below DEBUG, httpx's per-request lines are silenced): 0 after a graceful stop, 1 when the service refused
     to hand out work (bad token, forbidden queue). ``queues`` may be ``"default,email"``;
-    ``None`` serves ``default`` and the start line says that no ``--queues`` was given.
+    ``None`` serves ``default`` and the start line says that neither ``--queues`` nor
+    ``JOBQ_QUEUES`` was given.
 
     ``app_dir`` goes first on ``sys.path`` (the current directory by default), since a
     console script does not put it there and ``myapp.jobs`` would not be found.
@@ -139,7 +140,7 @@ def run_worker(
             sys.path.insert(0, path)
     queues_source = None
     if queues is None:
-        queues, queues_source = [DEFAULT_QUEUE], "no --queues given"
+        queues, queues_source = [DEFAULT_QUEUE], "no --queues or JOBQ_QUEUES given"
     elif isinstance(queues, str):
         queues = [q.strip() for q in queues.split(",") if q.strip()]
     if not logging.getLogger().handlers:

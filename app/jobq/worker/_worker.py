@@ -78,7 +78,10 @@ DEFAULT_CONCURRENCY: Final = 10
 DEFAULT_WAIT_MS: Final = 10_000
 # Jobs claimed ahead of free slots; see Worker's docstring for the trade-off.
 DEFAULT_PREFETCH: Final = 0
-DEFAULT_GRACE_PERIOD_S: Final = 30.0
+# 25 s, as Sidekiq's: inside the 30 s an orchestrator (Kubernetes' default
+# terminationGracePeriodSeconds) allows before SIGKILL, with time left to release what did not
+# finish; a worker killed before it releases spends those jobs' attempts.
+DEFAULT_GRACE_PERIOD_S: Final = 25.0
 # Beat at a third of the lease: two beats can fail before the lease runs out.
 HEARTBEAT_FRACTION: Final = 1 / 3
 # Without lease_ms the lease length is read off the first locked_until; this floor keeps a
@@ -236,7 +239,7 @@ class Worker:
     ``url_source`` says what chose ``url`` (``jobq worker`` passes ``"--url"`` or
     ``"JOBQ_URL"``); the start line and every connection error in the log name both;
     ``queues_source``, when given, is said after the queues in the start line (``jobq
-    worker`` says ``no --queues given``). Each job's outcome is one INFO line: id, type,
+    worker`` says ``no --queues or JOBQ_QUEUES given``). Each job's outcome is one INFO line: id, type,
     attempt, what happened and how long it ran.
 
     The worker reports itself to the service (``POST /v1/workers/{worker_id}/beat``: host,
@@ -638,10 +641,12 @@ class Worker:
                 if r.thread_result is None:
                     r.thread_result = self._pool.run(handler, job)
                 value = await r.thread_result
+        # The reason is the job's error word for word, as the JavaScript and Go workers send
+        # it: it is what the handler chose to say (jobq conformance's fail check wants it so).
         except Retry as exc:
-            return _Fail(f"Retry: {exc.reason}", retry_in_ms=exc.in_ms)
+            return _Fail(exc.reason, retry_in_ms=exc.in_ms)
         except Discard as exc:
-            return _Fail(f"Discard: {exc.reason}", retry=False)
+            return _Fail(exc.reason, retry=False)
         except Exception as exc:
             return _Fail(describe(exc))
         if inspect.isawaitable(value):

@@ -14,7 +14,7 @@ from jobq.api.bodies import JsonBody
 from jobq.api.deps import context_of
 from jobq.api.direct import DirectRoute
 from jobq.api.document import GUARDED, answers
-from jobq.api.longpolls import LongPolls
+from jobq.api.longpolls import LongPolls, hangup_watch
 from jobq.api.schemas import (
     AckBody,
     AckManyBody,
@@ -92,10 +92,12 @@ async def claim(request: Request) -> Response:
         # having claimed once what it found, unless claims waiting now would take the same
         # jobs. Not looking at all would starve a queue that no waiting claim names.
         if may_wait or not long_polls.watched(req.queues, req.types):
-            leases = await core.claim(ctx, req if may_wait else replace(req, wait_ms=0),
-                                      request.is_disconnected,
-                                      allowed=partial(tokens.still_valid, who),
-                                      owner=who.token_id, revoked=tokens.seen_revoked)
+            req = req if may_wait else replace(req, wait_ms=0)
+            async with hangup_watch(request, req.wait_ms) as hung_up:
+                leases = await core.claim(ctx, req, request.is_disconnected,
+                                          allowed=partial(tokens.still_valid, who),
+                                          owner=who.token_id, revoked=tokens.seen_revoked,
+                                          hung_up=hung_up)
         else:
             leases = []
     if not leases and not may_wait:

@@ -1,0 +1,163 @@
+"""bench/peers.py, the comparison with Graphile Worker and PgQueuer: its arguments, the order
+it measures in, the table and ratios it prints, and (slow) a run of jobq alone to the end.
+The peers themselves are not installed here: that needs npm's and PyPI's registries."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import psycopg
+import pytest
+
+from tests.conftest import ROOT
+
+SCRIPT = ROOT / "bench" / "peers.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_peers", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+peers = _load()
+
+
+def test_defaults_measure_all_three_with_the_issues_settings() -> None:
+    opts = peers.parse_args([])
+    assert opts.systems == ("jobq", "graphile", "pgqueuer")
+    assert (opts.jobs, opts.repeat, opts.single_jobs) == (20_000, 3, 2_000)
+    assert opts.database_url == "postgresql://postgres@127.0.0.1:5432/postgres"
+    assert opts.scratch == ROOT / ".jobq" / "peers"
+    assert opts.pickup_rate == 200 and not opts.hog
+    assert opts.measurements == ("single", "bulk", "drain", "pickup")
+
+
+def test_arguments_are_read_and_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    opts = peers.parse_args(["--jobs", "2000", "--repeat", "1", "--systems", " PgQueuer,jobq", "--hog",
+                             "--scratch", "/tmp/x", "--database-url", "postgres://u@h:5433/db"])
+    assert opts.systems == ("pgqueuer", "jobq")
+    assert (opts.jobs, opts.repeat, opts.single_jobs, opts.scratch) == (2000, 1, 200, Path("/tmp/x"))
+    assert opts.measurements[-1] == "pickup_hog"
+    for wrong, says in [
+        (["--systems", "jobq,celery"], "choose among jobq,graphile,pgqueuer"),
+        (["--systems", "jobq,jobq"], "each system once"),
+        (["--jobs", "99"], "at least 100"),
+        (["--repeat", "0"], "at least 1"),
+        (["--database-url", "host=127.0.0.1 dbname=postgres"], "postgresql://"),
+        (["--pickup-seconds", "1"], "at least 2"),
+    ]:
+        with pytest.raises(SystemExit):
+            peers.parse_args(wrong)
+        assert says in capsys.readouterr().err, wrong
+
+
+def test_each_repetition_takes_every_column_for_every_system_in_turn() -> None:
+    steps = peers.plan(("jobq", "graphile", "pgqueuer"), 2, ("single", "drain"))
+    assert [(s.repetition, s.measurement, s.system[0]) for s in steps] == [
+        (0, "single", "j"), (0, "single", "g"), (0, "single", "p"),
+        (0, "drain", "j"), (0, "drain", "g"), (0, "drain", "p"),
+        (1, "single", "j"), (1, "single", "g"), (1, "single", "p"),
+        (1, "drain", "j"), (1, "drain", "g"), (1, "drain", "p"),
+    ]
+
+
+def test_medians_and_percentiles() -> None:
+    assert peers.median([3.0, 1.0, 2.0]) == 2.0
+    # Of latency pairs, p50 and p99 each on its own: not one repetition's pair.
+    assert peers.median([(1.0, 9.0), (2.0, 5.0), (3.0, 7.0)]) == (2.0, 7.0)
+    assert peers.percentile(list(range(1, 101)), 50) == 50
+    assert peers.percentile(list(range(1, 101)), 99) == 99
+    assert peers.percentile([4.0], 99) == 4.0
+
+
+ISSUE = {  # the figures issue 28 measured
+    "graphile": {"single": 877.0, "bulk": 21_750.0, "drain": 18_513.0, "pickup": (2.6, 7.5)},
+    "pgqueuer": {"single": 1_594.0, "bulk": 29_677.0, "drain": 14_325.0, "pickup": (3.2, 13.5)},
+    "jobq": {"single": 569.0, "bulk": 10_031.0, "drain": 8_856.0, "pickup": (4.8, 11.4)},
+}
+LABELS = {"graphile": "Graphile Worker 0.17.3", "pgqueuer": "PgQueuer 1.6.0", "jobq": "jobq 0.3.0 (SDK + Worker)"}
+
+
+def test_the_table_has_peers_first_the_best_in_bold_and_jobq_over_the_best_peer() -> None:
+    table = peers.format_table(ISSUE, LABELS, peers.MEASUREMENTS, 200).splitlines()
+    assert table[0] == ("| system | 1/call enqueue jobs/s | bulk enqueue jobs/s (100 a call) | drain jobs/s "
+                        "| pickup p50 / p99 ms at 200 jobs/s |")
+    assert table[1] == "|---|---|---|---|---|"
+    assert table[2] == "| Graphile Worker 0.17.3 | 877 | 21,750 | **18,513** | **2.6** / **7.5** |"
+    assert table[3] == "| PgQueuer 1.6.0 | **1,594** | **29,677** | 14,325 | 3.2 / 13.5 |"
+    assert table[4] == "| **jobq 0.3.0 (SDK + Worker)** | 569 | 10,031 | 8,856 | 4.8 / 11.4 |"
+    # 569 / 1,594, 10,031 / 29,677, 8,856 / 18,513; 4.8 / 2.6 and 11.4 / 7.5
+    assert table[5] == ("| jobq ÷ best peer | 0.36× (PgQueuer) | 0.34× (PgQueuer) | 0.48× (Graphile) "
+                        "| 1.85× / 1.52× (Graphile) |")
+    assert len(table) == 6
+
+
+def test_latency_ratios_name_each_percentiles_best_peer_and_the_hog_column_has_its_own() -> None:
+    figures = {k: {**v, "pickup_hog": v["pickup"]} for k, v in ISSUE.items()}
+    figures["pgqueuer"]["pickup_hog"] = (5.0, 6.0)
+    table = peers.format_table(figures, LABELS, (*peers.MEASUREMENTS, "pickup_hog"), 100)
+    assert "| pickup p50 / p99 ms at 100 jobs/s beside a CPU hog |" in table.splitlines()[0]
+    assert table.splitlines()[-1].endswith("| 1.85× / 1.90× (Graphile / PgQueuer) |")
+
+
+def test_jobq_alone_has_no_ratios_and_nothing_in_bold() -> None:
+    table = peers.format_table({"jobq": ISSUE["jobq"]}, LABELS, peers.MEASUREMENTS, 200).splitlines()
+    assert table[2:] == ["| **jobq 0.3.0 (SDK + Worker)** | 569 | 10,031 | 8,856 | 4.8 / 11.4 |"]
+    peers_only = {k: v for k, v in ISSUE.items() if k != "jobq"}
+    assert "best peer" not in peers.format_table(peers_only, LABELS, peers.MEASUREMENTS, 200)
+
+
+def test_sub_millisecond_pickups_keep_two_decimals() -> None:
+    figures = {"jobq": {**ISSUE["jobq"], "pickup": (0.456, 1.0)}}
+    assert "| 0.46 / 1.0 |" in peers.format_table(figures, LABELS, peers.MEASUREMENTS, 200)
+
+
+def test_pickups_pair_each_enqueue_with_its_first_handler_start_past_the_warm_up() -> None:
+    # Keys 0..3 at 2 jobs/s: the first second (keys 0 and 1) and the warm-up call (-1) do not count.
+    sent = [(-1, 0), (0, 1_000), (1, 2_000), (2, 3_000), (3, 4_000)]
+    starts = [(-1, 500), (0, 9_000), (2, 4_500), (3, 6_000), (3, 9_999), (1, 2_100)]
+    assert peers.pickup_figures(sent, starts, 2.0) == (1.5, 2.0)
+    with pytest.raises(peers.BenchError, match="1 of 2 jobs never reached a handler"):
+        peers.pickup_figures(sent, [s for s in starts if s[0] != 3], 2.0, "x")
+
+
+def test_a_measurements_database_is_named_in_the_admin_url() -> None:
+    assert (peers.database_url("postgresql://postgres@127.0.0.1:5432/postgres?sslmode=disable", "jobq_peers_1_x")
+            == "postgresql://postgres@127.0.0.1:5432/jobq_peers_1_x?sslmode=disable")
+
+
+def _peers_databases(admin_url: str) -> set[str]:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        return {r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'jobq_peers_%'")}
+
+
+@pytest.mark.slow
+def test_jobq_alone_runs_to_a_table_without_installing_anything(admin_url: str, tmp_path: Path) -> None:
+    before = _peers_databases(admin_url)
+    scratch = tmp_path / "scratch"
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--systems", "jobq", "--jobs", "300", "--repeat", "1",
+         "--database-url", admin_url, "--scratch", str(scratch)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "PostgreSQL" in lines[0] and "medians of 1 interleaved repetition, 300 jobs (30 one a call)" in lines[0]
+    row = next(line for line in lines if line.startswith("| **jobq "))
+    cells = [c.strip() for c in row.strip("|").split("|")][1:]
+    assert [bool(re.fullmatch(r"[\d,]+", c)) for c in cells[:3]] == [True] * 3, row
+    assert all(int(c.replace(",", "")) > 0 for c in cells[:3]), row
+    assert re.fullmatch(r"\d+\.\d+ / \d+\.\d+", cells[3]), row
+    for step in ("single", "bulk", "drain", "pickup"):
+        assert f"repetition 1, {step}, jobq:" in out.stderr
+    assert not scratch.exists()  # jobq alone needs no registry
+    assert _peers_databases(admin_url) <= before  # every measurement's database is dropped
