@@ -227,11 +227,11 @@ def test_queues_page_pages_and_searches_by_prefix(page: Page, api: httpx.Client,
         conn.execute("INSERT INTO queues (name) SELECT 'zz-many-' || lpad(i::text, 4, '0') "
                      "FROM generate_series(1, 1000) i ON CONFLICT DO NOTHING")
     page.goto(live_server.url + "/ui#/dead")  # a new frame reads the queues again
-    expect(page.locator("h1")).to_have_text("Dead letters")
+    expect(page.locator("#view h1")).to_have_text("Dead letters")
     page.goto(live_server.url + "/ui#/jobs")
     # The dead-letter page has the same text box: fill the job browser's, once it is drawn
     # (a box filled on the page being left is replaced, and Filter then sends no queue).
-    expect(page.locator("h1")).to_have_text("Jobs")
+    expect(page.locator("#view h1")).to_have_text("Jobs")
     box = page.locator('#filters input[name="queue"]')
     expect(box).to_have_count(1)
     box.fill("zz-page-55")
