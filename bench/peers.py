@@ -501,6 +501,7 @@ class Target:
     env: dict[str, str]
     busy: Callable[[], bool]  # is any job not yet finished?
     worker_processes: int = 1
+    service_pid: int | None = None  # a service process of its own (jobq serve), for its CPU time
 
 
 class System:
@@ -574,7 +575,7 @@ class Jobq(System):
 
                 driver = [sys.executable, str(DRIVERS / "jobq_driver.py")]
                 yield Target(lambda command: [*driver, command, "--url", service], dict(os.environ), busy,
-                             worker_processes=2)
+                             worker_processes=2, service_pid=proc.pid)
             if proc.poll() is not None:
                 raise BenchError(f"jobq serve exited with {proc.returncode}:\n{_tail(Path(output.name))}")
         finally:
@@ -746,17 +747,47 @@ def measure_bulk(target: Target, name: str, opts: Options, notes: list[str]) -> 
     return out["jobs"] / out["seconds"]
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """A process's CPU time so far (user and system, /proc/PID/stat); 0 where unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def measure_drain(target: Target, name: str, opts: Options, notes: list[str]) -> float:
     enqueue(target, name, opts.jobs, BATCH)  # the backlog, untimed
     with workers(target, name, record=False) as procs:
+        service_cpu = cpu_seconds(target.service_pid)
         for p in procs:
             p.send("go")
         start = time.monotonic()
         end = wait_idle(target, procs, max(120.0, opts.jobs / 100), f"{name} drain")
-        handled = sum(o["handled"] for o in finish(procs))
+        service_cpu = cpu_seconds(target.service_pid) - service_cpu
+        outs = finish(procs)
+    handled = sum(o["handled"] for o in outs)
     if handled < opts.jobs:
         raise BenchError(f"{name} drain: the workers ran {handled:,} of {opts.jobs:,} jobs")
+    log_costs(name, handled, service_cpu, outs)
     return opts.jobs / (end - start)
+
+
+def log_costs(name: str, jobs: int, service_cpu: float, outs: Sequence[dict[str, Any]]) -> None:
+    """What a drain cost per 1,000 jobs, where a driver reports it (jobq's: CPU seconds of its
+    worker processes, and the calls they made): figures a busy machine does not blur."""
+    if not all("cpu_s" in o for o in outs):
+        return
+    per = 1000 / jobs
+    calls: dict[str, int] = {}
+    for o in outs:
+        for call, n in o.get("calls", {}).items():
+            calls[call] = calls.get(call, 0) + n
+    said = ", ".join(f"{call} {n * per:.1f}" for call, n in sorted(calls.items()))
+    log(f"{name} drain, per 1,000 jobs: worker CPU {sum(o['cpu_s'] for o in outs) * per:.3f} s, "
+        f"service CPU {service_cpu * per:.3f} s; calls: {said}")
 
 
 def measure_pickup(target: Target, name: str, opts: Options, notes: list[str], hog: bool = False

@@ -21,7 +21,8 @@ from tests.waiting import DEFAULT_TIMEOUT_S, aeventually
 PROBLEM_FIELDS = ("type", "title", "status", "detail", "code")
 CODES = {"validation_error", "not_found", "lease_lost", "queue_full", "idempotency_conflict",
          "invalid_state", "unauthorized", "forbidden", "payload_too_large", "method_not_allowed",
-         "unavailable", "too_many_long_polls", "queue_not_empty"}
+         "unavailable", "too_many_long_polls", "queue_not_empty", "queue_rate_limited",
+         "token_rate_limited", "queue_overloaded"}
 JOB_FIELDS = {"id", "queue", "type", "payload", "priority", "status", "attempt", "max_attempts",
               "idempotency_key", "created_at", "visible_at", "locked_until", "worker_id",
               "completed_at", "last_error", "errors", "result", "releases"}

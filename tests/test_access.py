@@ -562,7 +562,8 @@ async def test_secrets_are_shown_once_and_stored_as_a_hash_only(database_url: st
         listed = r.json()["tokens"]
         assert {t["id"] for t in listed} == {m["id"] for m in made}
         for t in listed:
-            assert set(t) == {"id", "name", "role", "queues", "created_at", "revoked_at"}, t
+            assert set(t) == {"id", "name", "role", "queues", "created_at", "revoked_at",
+                                  "enqueue_rate"}, t
         for m in made:
             secret = m["token"].split("_", 2)[2]
             assert m["token"] not in r.text and secret not in r.text

@@ -242,6 +242,12 @@ async def _revoke_token(w: World, q: str) -> Call:
     return Call("DELETE", f"/v1/tokens/{info.id}", kind="global")
 
 
+async def _patch_token(w: World, q: str) -> Call:
+    info, _ = await tokens.create(w.app.state.ctx.db, Role.PRODUCER, q)
+    return Call("PATCH", f"/v1/tokens/{info.id}",
+                json={"enqueue_rate": {"jobs": 5, "per_ms": 1000}}, kind="global")
+
+
 _SCHEDULE = {"cron": "0 2 * * *", "job": {"type": "t"}}
 
 
@@ -306,6 +312,7 @@ BUILDERS: dict[str, Builder] = {
     "create_token": _create_token,
     "list_tokens": lambda w, q: _static("/v1/tokens"),
     "revoke_token": _revoke_token,
+    "patch_token": _patch_token,
     "purge_dead_job": _purge_dead_job,
     "list_workers": lambda w, q: _static("/v1/workers"),
     "beat_worker": _beat_worker,
@@ -340,7 +347,7 @@ def test_rules_say_what_the_issue_says() -> None:
     worker = {"claim", "heartbeat", "ack", "ack_many", "fail",
               "release", "release_many",  # issue 26: a stop gives jobs back
               "beat_worker"}  # issue 26: a worker process reports itself
-    all_queues = {"get_metrics", "create_token", "list_tokens", "revoke_token",
+    all_queues = {"get_metrics", "create_token", "list_tokens", "revoke_token", "patch_token",
                   # schedules: an admin's (issue 13), of every queue (the names are one namespace)
                   "list_schedules", "get_schedule", "put_schedule", "patch_schedule", "delete_schedule",
                   # topics (issue 17): one namespace too; publishing is a producer's

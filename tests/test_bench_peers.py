@@ -159,5 +159,10 @@ def test_jobq_alone_runs_to_a_table_without_installing_anything(admin_url: str, 
     assert re.fullmatch(r"\d+\.\d+ / \d+\.\d+", cells[3]), row
     for step in ("single", "bulk", "drain", "pickup"):
         assert f"repetition 1, {step}, jobq:" in out.stderr
+    # What the drain cost, which a busy machine does not blur: CPU and calls per 1,000 jobs.
+    costs = re.search(r"jobq drain, per 1,000 jobs: worker CPU (\d+\.\d+) s, service CPU (\d+\.\d+) s; "
+                      r"calls: .*claim (\d+\.\d)", out.stderr)
+    assert costs is not None, out.stderr
+    assert float(costs[1]) > 0 and float(costs[2]) > 0 and float(costs[3]) > 0, costs[0]
     assert not scratch.exists()  # jobq alone needs no registry
     assert _peers_databases(admin_url) <= before  # every measurement's database is dropped

@@ -290,6 +290,16 @@ def test_queues_set_takes_every_setting_and_shows_the_queue(live_server: LiveSer
         "86400000",
         "--dead-retention-ms",
         "172800000",
+        "--rate-limit",
+        "10/1s",
+        "--rate-key",
+        "payload.tenant",
+        "--enqueue-rate",
+        "50/1000:100",
+        "--soft-depth",
+        "300",
+        "--soft-lag-ms",
+        "60000",
     ]
     settings = json.loads(ok(jobq(live_server, "queues", "set", "reports", *args, "--json")))["settings"]
     assert settings == {
@@ -304,6 +314,10 @@ def test_queues_set_takes_every_setting_and_shows_the_queue(live_server: LiveSer
         "max_running": 4,
         "retention_ms": 86400000,
         "dead_retention_ms": 172800000,
+        "rate_limit": {"jobs": 10, "per_ms": 1000, "key": "payload.tenant"},
+        "enqueue_rate": {"jobs": 50, "per_ms": 1000, "burst": 100},
+        "soft_depth": 300,
+        "soft_lag_ms": 60000,
     }
     assert httpx.get(live_server.url + "/v1/queues/reports").json()["settings"] == settings
 
@@ -317,13 +331,21 @@ def test_queues_set_takes_every_setting_and_shows_the_queue(live_server: LiveSer
         r"retention_ms\s+86400000 \(1d\)",
         r"max_attempts\s+7",
         r"counts\s+pending 0, running 0",
+        r"rate_limit\s+10 per 1s, per payload.tenant",
+        r"enqueue_rate\s+50 per 1s, burst 100",
+        r"rate use\s+0/10 in the window, keys 0 \(0 at the limit\)",
     ]:
         assert re.search(pattern, table), (pattern, table)
 
     enqueue(live_server, queue="reports")
     listed = ok(jobq(live_server, "queues"))
     assert_fits(listed)
+    # The rate column: the limit's use now (none of the job's tenant yet).
+    assert re.search(r"^reports\s+1\s+0\s+0\s+0\s+0\s+0\s+\d+s\s+0/10\s*$", listed, re.M), listed
+    ok(jobq(live_server, "queues", "set", "reports", "--clear", "rate_limit"))
+    listed = ok(jobq(live_server, "queues"))
     assert re.search(r"^reports\s+1\s+0\s+0\s+0\s+0\s+0\s+\d+s\s*$", listed, re.M), listed
+    assert "rate" not in listed.splitlines()[0]
 
 
 def test_queues_set_errors_name_the_setting_in_words(live_server: LiveServer) -> None:

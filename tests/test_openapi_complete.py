@@ -120,7 +120,9 @@ def test_the_lease_and_enqueue_conflicts_name_their_own_codes() -> None:
     assert codes("/v1/leases/{lease_id}/ack", "409") == {"lease_lost"}
     assert codes("/v1/jobs/{job_id}/cancel", "409") == {"invalid_state"}
     assert "idempotency_conflict" in codes("/v1/jobs", "409")
-    assert codes("/v1/jobs", "429") == {"queue_full"}
+    limits = {"queue_full", "queue_rate_limited", "token_rate_limited", "queue_overloaded"}
+    assert codes("/v1/jobs", "429") == limits
+    assert codes("/v1/jobs/batch", "429") == limits
 
 
 def test_no_fastapi_validation_shape_anywhere() -> None:

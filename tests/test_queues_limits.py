@@ -107,7 +107,8 @@ async def test_queue_entry_counts_waiting_by_type_and_settings(client: httpx.Asy
     assert (await client.post(f"/v1/jobs/{cancel['id']}/cancel")).status_code == 200
 
     entry = await get_queue(client, q)
-    assert set(entry) == {"name", "settings", "counts", "waiting_by_type", "oldest_waiting_ms"}
+    assert set(entry) == {"name", "settings", "counts", "waiting_by_type", "oldest_waiting_ms",
+                          "rate_limit_use"}
     assert entry["name"] == q
     assert core_settings(entry) == DEFAULTS
     assert entry["counts"] == {"pending": 4, "running": 1, "failed": 1, "completed": 1,

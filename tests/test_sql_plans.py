@@ -233,6 +233,7 @@ PAGES_FOR = {
     "JobClaim": 400,
     "JobClaimAged": 400,
     "JobClaimMany": 400,
+    "JobClaimPaced": 400,
     "JobInsertMany": 400,
     "LeaseAckMany": 400,
     "LeaseReleaseMany": 400,
@@ -431,6 +432,36 @@ def test_the_dashboard_reads_never_scan_jobs(big: psycopg.Connection[Any], args:
     scans = [n for n in _nodes(doc["Plan"]) if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
     assert not scans, json.dumps(doc["Plan"], indent=1)
     assert doc["Plan"].get("Actual Rows", 0) > 0  # the window did hold jobs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["force_generic_plan", "force_custom_plan"])
+@pytest.mark.parametrize("key", [None, "type"])
+def test_a_paced_claim_reads_no_more_than_a_plain_one(big: psycopg.Connection[Any],
+                                                      args: dict[str, Any], key: str | None,
+                                                      mode: str) -> None:
+    """JobClaimPaced on the big queue with a rate_limit (issue 29), two of its five types'
+    windows full (a keyed claim skips their jobs) or the queue's one window nearly full: the
+    claim still reads a bounded number of pages. Set and rolled back around the EXPLAIN."""
+    text, names = _numbered(Q.JobClaimPaced)
+    big.execute("DEALLOCATE ALL")
+    big.execute(f"SET plan_cache_mode = {mode}")
+    big.execute(f"PREPARE s AS {text}")
+    values = ", ".join(_literal(big, args.get(n)) for n in names)
+    limit = json.dumps({"jobs": 50, "per_ms": 60000, "key": key})
+    with big.transaction(force_rollback=True):
+        big.execute("UPDATE queues SET rate_limit = %s::jsonb WHERE name = %s", (limit, BIG))
+        keys, n = (["t0", "t1"], 50) if key else ([""], 45)
+        big.execute("INSERT INTO rate_windows (queue, key, grant_at, grant_n) "
+                    "SELECT %s, k, ARRAY[now()], ARRAY[%s] FROM unnest(%s::text[]) AS k",
+                    (BIG, n, keys))
+        rows = big.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE s({values})").fetchall()
+    doc = rows[0][0][0]
+    nodes = list(_nodes(doc["Plan"]))
+    assert not [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"]
+    pages = max(n.get("Shared Hit Blocks", 0) + n.get("Shared Read Blocks", 0) for n in nodes)
+    assert pages <= PAGES_FOR["JobClaimPaced"], (pages, json.dumps(doc["Plan"], indent=1))
+    assert doc["Plan"]["Actual Rows"] == (10 if key else 5)  # the limit's room, or 10
 
 
 # Known limits, kept here so that a fix is noticed (strict: an xpass fails). Neither is

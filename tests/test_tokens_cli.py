@@ -308,3 +308,34 @@ def test_serve_names_a_bad_admin_token_at_start() -> None:
     assert out.returncode == 2
     assert out.stderr.startswith("jobq: JOBQ_ADMIN_TOKEN must be at least 16 characters")
     assert "Traceback" not in out.stderr
+
+
+def test_a_token_with_an_enqueue_rate_from_the_command_line(database_url: str,
+                                                            server: LiveServer) -> None:
+    """``--enqueue-rate N/P[:B]`` at creation, ``tokens limit`` to change or clear it; the
+    service refuses past it with 429 token_rate_limited (issue 29)."""
+    bad = jobq("tokens", "create", "--role", "producer", "--enqueue-rate", "5/0",
+               database_url=database_url)
+    assert bad.returncode == 2 and "--enqueue-rate" in bad.stderr, bad.stderr
+    made = jobq("tokens", "create", "--role", "producer", "--enqueue-rate", "2/1m:2", "--json",
+                database_url=database_url)
+    assert made.returncode == 0, made.stderr
+    info = json.loads(made.stdout)
+    assert info["enqueue_rate"] == {"jobs": 2, "per_ms": 60000, "burst": 2}
+    wait_for_status(server.url, None, 401)  # local mode is over: the token is read
+    auth = {"Authorization": f"Bearer {info['token']}"}
+    codes = [httpx.post(server.url + "/v1/jobs", json={"type": "t"}, headers=auth).status_code
+             for _ in range(3)]
+    assert codes == [201, 201, 429]
+    cleared = jobq("tokens", "limit", info["id"], "--clear", database_url=database_url)
+    assert cleared.returncode == 0 and "enqueue rate none" in cleared.stdout, cleared.stderr
+
+    def accepted() -> bool:
+        return httpx.post(server.url + "/v1/jobs", json={"type": "t"}, headers=auth).status_code == 201
+
+    eventually(accepted, timeout_s=5, poll_s=0.1, what="the cleared rate reaching the service")
+    again = jobq("tokens", "limit", info["id"], "--enqueue-rate", "10/1s", "--json",
+                 database_url=database_url)
+    assert json.loads(again.stdout)["enqueue_rate"] == {"jobs": 10, "per_ms": 1000, "burst": 10}
+    neither = jobq("tokens", "limit", info["id"], database_url=database_url)
+    assert neither.returncode == 2 and "--clear" in neither.stderr

@@ -227,11 +227,11 @@ def test_queues_page_pages_and_searches_by_prefix(page: Page, api: httpx.Client,
         conn.execute("INSERT INTO queues (name) SELECT 'zz-many-' || lpad(i::text, 4, '0') "
                      "FROM generate_series(1, 1000) i ON CONFLICT DO NOTHING")
     page.goto(live_server.url + "/ui#/dead")  # a new frame reads the queues again
-    expect(page.locator("h1")).to_have_text("Dead letters")
+    expect(page.locator("#view h1")).to_have_text("Dead letters")
     page.goto(live_server.url + "/ui#/jobs")
     # The dead-letter page has the same text box: fill the job browser's, once it is drawn
     # (a box filled on the page being left is replaced, and Filter then sends no queue).
-    expect(page.locator("h1")).to_have_text("Jobs")
+    expect(page.locator("#view h1")).to_have_text("Jobs")
     box = page.locator('#filters input[name="queue"]')
     expect(box).to_have_count(1)
     box.fill("zz-page-55")
@@ -734,3 +734,57 @@ def test_a_queue_a_schedule_names_is_not_offered_a_purge(
     expect(box).to_contain_text("del-sched-nightly")
     expect(box.get_by_role("button", name="Delete the queue with its jobs")).to_have_count(0)
     assert api.get("/v1/queues/del-sched").status_code == 200
+
+
+def test_rate_limits_and_their_use_on_the_queues_list_and_the_queue_page(
+    page: Page, api: httpx.Client, live_server: LiveServer
+) -> None:
+    """Issue 29: the list shows a paced queue's use of its limit now (as `jobq queues`'s
+    rate column: used/limit), its enqueue rate and soft thresholds; the queue's page says
+    each, and the use follows the claims."""
+    paced, plain = "rate-ui.paced", "rate-ui.plain"
+    r = api.patch(f"/v1/queues/{paced}", json={
+        "rate_limit": {"jobs": 5, "per_ms": 60_000, "key": "payload.tenant"},
+        "enqueue_rate": {"jobs": 50, "per_ms": 1_000, "burst": 200},
+        "soft_depth": 100, "soft_lag_ms": 60_000})
+    assert r.status_code == 200, r.text
+    for tenant in ("a", "a", "b"):
+        enqueue(api, paced, payload={"tenant": tenant})
+    r = api.post("/v1/leases", json={"worker_id": "w-rate", "queues": [paced], "limit": 10})
+    assert len(r.json()["leases"]) == 3, r.text
+    enqueue(api, plain)
+    use = api.get(f"/v1/queues/{paced}").json()["rate_limit_use"]
+    assert use == {"jobs": 2, "keys": 2, "keys_at_limit": 0, "free_in_ms": None}  # tenant a's 2 of 5
+
+    page.goto(live_server.url + "/ui#/queues?prefix=rate-ui.")
+    expect(page.locator(f'tr[data-queue="{paced}"]')).to_be_visible()
+    rates = page.locator(f'tr[data-queue="{paced}"] td[data-col="rate"]')
+    expect(rates.locator('[data-rate="pace"]')).to_have_text(re.compile(r"pace\s+2/5\s+per 60 s, per payload\.tenant"))
+    expect(rates.locator('[data-rate="enqueue"]')).to_have_text("enqueue 50 per 1 s, burst 200")
+    expect(rates.locator('[data-rate="soft"]')).to_have_text("slowed past 100 waiting or 60 s of lag")
+    assert cell(page, plain, "rate") == "–"
+    shot(page, "queues-rate-limits")
+
+    page.locator(f'a[href="#/queue/{paced}"]').click()
+    section = page.locator('[data-section="rates"]')
+    expect(section.locator('[data-rate="pace"]')).to_have_text("5 per 60 s, per payload.tenant")
+    expect(section.locator('[data-rate="use"]')).to_have_text("2/5 in the last 60 s; 2 keys, 0 at the limit")
+    expect(section.locator('[data-rate="enqueue"]')).to_have_text("50 per 1 s, burst 200")
+    expect(section.locator('[data-rate="soft"]')).to_have_text("enqueues slowed past 100 waiting or 60 s of lag")
+
+    # Tenant a takes its whole allowance: the page, refreshing itself, says the window is
+    # full and when it has room again.
+    for _ in range(3):
+        enqueue(api, paced, payload={"tenant": "a"})
+    r = api.post("/v1/leases", json={"worker_id": "w-rate", "queues": [paced], "limit": 10})
+    assert len(r.json()["leases"]) == 3, r.text
+    assert api.get(f"/v1/queues/{paced}").json()["rate_limit_use"]["keys_at_limit"] == 1
+    expect(section.locator('[data-rate="use"]')).to_have_text(
+        re.compile(r"^5/5 in the last 60 s; 2 keys, 1 at the limit; room again in \d+ s$"))
+    shot(page, "queue-rate-limits")
+
+    # A queue without any: its page says so.
+    page.goto(live_server.url + f"/ui#/queue/{plain}")
+    expect(page.locator('[data-section="rates"] [data-rate="pace"]')).to_have_text("none")
+    expect(page.locator('[data-section="rates"] [data-rate="use"]')).to_have_text("–")
+    expect(page.locator('[data-section="rates"] [data-rate="soft"]')).to_have_text("off")

@@ -15,7 +15,9 @@ bench/peers.py (one process, logs at WARNING).
 from __future__ import annotations
 
 import argparse
+import collections
 import itertools
+import resource
 import sys
 import threading
 import time
@@ -23,7 +25,7 @@ from typing import Any
 
 from protocol import Enqueues, arguments, emit, now_us
 
-from jobq.client import Client, Job, NewJob
+from jobq.client import AsyncClient, Client, Job, NewJob
 from jobq.worker import Worker
 
 QUEUE = "peers"
@@ -52,7 +54,32 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
         return calls.report()
 
 
+# The Worker's calls to the service, counted by method name: requests per job, which a busy
+# machine does not blur as it blurs jobs/s.
+CALLS = ("claim", "ack", "ack_many", "fail", "heartbeat", "release", "release_many")
+
+
+def count_calls(calls: collections.Counter[str]) -> None:
+    for name in CALLS:
+        method = getattr(AsyncClient, name)
+
+        def counted(self: AsyncClient, *args: Any, _name: str = name, _method: Any = method,
+                    **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _method(self, *args, **kwargs)
+
+        setattr(AsyncClient, name, counted)
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time so far, user and system, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def work(args: argparse.Namespace) -> dict[str, Any]:
+    calls: collections.Counter[str] = collections.Counter()
+    count_calls(calls)
     starts: list[tuple[int, int]] = []
     handled = itertools.count()  # next() is one step under the GIL: no increment lost between threads
 
@@ -72,9 +99,11 @@ def work(args: argparse.Namespace) -> dict[str, Any]:
         worker.stop()
 
     threading.Thread(target=stop_when_stdin_closes, daemon=True).start()
+    cpu = cpu_seconds()
     worker.run()
     done = next(handled)
-    return {"handled": done, "starts": starts} if args.record else {"handled": done}
+    out = {"handled": done, "cpu_s": cpu_seconds() - cpu, "calls": dict(calls)}
+    return {**out, "starts": starts} if args.record else out
 
 
 def main() -> None:

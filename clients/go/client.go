@@ -40,9 +40,10 @@ type Config struct {
 	Token string
 	// Timeout bounds each call; 0 means DefaultTimeout. A ctx deadline applies as well.
 	Timeout time.Duration
-	// RetryOverload lets a call wait out 429 queue_full and 503 unavailable answers, for
-	// the Retry-After each sends, up to this much time in all; 0 returns them at once as
-	// a *Problem (RetryAfter says how long to wait).
+	// RetryOverload lets a call wait out 429 answers (queue_full, queue_rate_limited,
+	// token_rate_limited, queue_overloaded) and 503 unavailable, sleeping the wait each
+	// asks for (retry_after_ms to the millisecond, else Retry-After), up to this much time
+	// in all; 0 returns them at once as a *Problem (RetryAfter says how long to wait).
 	RetryOverload time.Duration
 	// HTTPClient replaces the default (one with a keep-alive pool sized for a worker).
 	HTTPClient *http.Client
@@ -439,6 +440,14 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, u QueueUpdate) (*
 	put("max_running", nil, u.NoMaxRunning)
 	put("retention_ms", u.RetentionMs, u.RetentionMs != nil)
 	put("dead_retention_ms", u.DeadRetentionMs, u.DeadRetentionMs != nil)
+	put("rate_limit", u.RateLimit, u.RateLimit != nil)
+	put("rate_limit", nil, u.NoRateLimit)
+	put("enqueue_rate", u.EnqueueRate, u.EnqueueRate != nil)
+	put("enqueue_rate", nil, u.NoEnqueueRate)
+	put("soft_depth", u.SoftDepth, u.SoftDepth != nil)
+	put("soft_depth", nil, u.NoSoftDepth)
+	put("soft_lag_ms", u.SoftLagMs, u.SoftLagMs != nil)
+	put("soft_lag_ms", nil, u.NoSoftLag)
 	var out Queue
 	if err := c.call(ctx, http.MethodPatch, path("queues", name), nil, body, &out); err != nil {
 		return nil, err

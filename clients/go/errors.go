@@ -24,7 +24,9 @@ type Problem struct {
 	Code   string // the service's code (validation_error, not_found, lease_lost ...); "" from a proxy
 	Title  string
 	Detail string
-	// RetryAfter is the Retry-After header (429 and 503 answers); 0 when absent.
+	// RetryAfter is how long the service asks to wait (429 and 503 answers): the body's
+	// retry_after_ms when it sent one (the rate limits do, to the millisecond), else the
+	// Retry-After header (whole seconds); 0 when neither.
 	RetryAfter time.Duration
 	// Errors lists what was wrong with the request (422 validation_error).
 	Errors []ProblemItem
@@ -67,10 +69,14 @@ func (p *Problem) Temporary() bool {
 // else by status (an answer from a proxy in between has no code).
 func (p *Problem) Is(target error) bool {
 	if p.Code != "" {
-		if want, ok := sentinelCodes[target]; ok {
-			return want == p.Code || (target == ErrUnavailable && p.Code == codeTooManyLongPolls)
+		switch target {
+		case ErrUnavailable:
+			return p.Code == "unavailable" || p.Code == codeTooManyLongPolls
+		case ErrRateLimited:
+			return p.Code == "queue_rate_limited" || p.Code == "token_rate_limited"
 		}
-		return false
+		want, ok := sentinelCodes[target]
+		return ok && want == p.Code
 	}
 	want, ok := sentinelStatus[target]
 	return ok && want == p.Status
@@ -88,6 +94,15 @@ var (
 	ErrQueueNotEmpty       = errors.New("jobq: queue_not_empty")
 	ErrPayloadTooLarge     = errors.New("jobq: payload_too_large")
 	ErrQueueFull           = errors.New("jobq: queue_full")
+	// ErrRateLimited: an enqueue rate (the queue's or the token's) holds fewer jobs than
+	// the request brought; nothing was enqueued, RetryAfter says when it holds them all.
+	// ErrQueueRateLimited and ErrTokenRateLimited tell whose rate it is.
+	ErrRateLimited      = errors.New("jobq: rate limited")
+	ErrQueueRateLimited = errors.New("jobq: queue_rate_limited")
+	ErrTokenRateLimited = errors.New("jobq: token_rate_limited")
+	// ErrOverloaded: the queue is past its soft_depth or soft_lag_ms and this enqueue fell
+	// in the share refused to slow producers down; send it again after RetryAfter.
+	ErrOverloaded = errors.New("jobq: queue_overloaded")
 	// ErrUnavailable: the service cannot reach its database (503), or holds as many
 	// waiting long-polls as it may (too_many_long_polls): come back after RetryAfter.
 	ErrUnavailable = errors.New("jobq: unavailable")
@@ -107,7 +122,9 @@ var sentinelCodes = map[error]string{
 	ErrQueueNotEmpty:       "queue_not_empty",
 	ErrPayloadTooLarge:     "payload_too_large",
 	ErrQueueFull:           "queue_full",
-	ErrUnavailable:         "unavailable",
+	ErrQueueRateLimited:    "queue_rate_limited",
+	ErrTokenRateLimited:    "token_rate_limited",
+	ErrOverloaded:          "queue_overloaded",
 }
 
 var sentinelStatus = map[error]int{
@@ -154,6 +171,9 @@ func problemFrom(resp *http.Response, body []byte) *Problem {
 		}
 	}
 	p.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	if ms, ok := p.Body["retry_after_ms"].(float64); ok && ms >= 0 && ms == float64(int64(ms)) {
+		p.RetryAfter = time.Duration(ms) * time.Millisecond
+	}
 	return p
 }
 

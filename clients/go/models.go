@@ -163,6 +163,35 @@ type Queue struct {
 	WaitingByType map[string]int `json:"waiting_by_type"`
 	// OldestWaitingMs is how long the oldest claimable job has waited; nil when none is.
 	OldestWaitingMs *int64 `json:"oldest_waiting_ms"`
+	// RateLimitUse is the rate_limit's use now; nil when the queue has no rate_limit.
+	RateLimitUse *RateLimitUse `json:"rate_limit_use"`
+}
+
+// RateLimit is a queue's pace: at most Jobs handed out by claims in any window of PerMs
+// milliseconds, across every worker and replica; with Key ("type" or "payload.<field>"),
+// an allowance per value of it.
+type RateLimit struct {
+	Jobs  int    `json:"jobs"`
+	PerMs int64  `json:"per_ms"`
+	Key   string `json:"key,omitempty"`
+}
+
+// EnqueueRate is a token bucket of enqueues: Burst jobs at once (0 sends none: the
+// service takes Jobs), refilled at Jobs per PerMs milliseconds.
+type EnqueueRate struct {
+	Jobs  int   `json:"jobs"`
+	PerMs int64 `json:"per_ms"`
+	Burst int   `json:"burst,omitempty"`
+}
+
+// RateLimitUse is what a queue's rate_limit is using now: Jobs handed out in the last
+// PerMs (the busiest key's), Keys with a job in that window, KeysAtLimit, and FreeInMs,
+// when a full window has room again (nil: none is full).
+type RateLimitUse struct {
+	Jobs        int    `json:"jobs"`
+	Keys        int    `json:"keys"`
+	KeysAtLimit int    `json:"keys_at_limit"`
+	FreeInMs    *int64 `json:"free_in_ms"`
 }
 
 // QueueSettings are a queue's settings. A nil pointer is "no limit" or "off".
@@ -178,6 +207,11 @@ type QueueSettings struct {
 	MaxRunning       *int  `json:"max_running"`
 	RetentionMs      int64 `json:"retention_ms"`
 	DeadRetentionMs  int64 `json:"dead_retention_ms"`
+	// The rate limits (see the guide): nil is none, or off.
+	RateLimit   *RateLimit   `json:"rate_limit"`
+	EnqueueRate *EnqueueRate `json:"enqueue_rate"`
+	SoftDepth   *int         `json:"soft_depth"`
+	SoftLagMs   *int64       `json:"soft_lag_ms"`
 }
 
 // QueueCounts are a queue's jobs by status.
@@ -220,6 +254,14 @@ type QueueUpdate struct {
 	NoMaxRunning     bool
 	RetentionMs      *int64
 	DeadRetentionMs  *int64
+	RateLimit        *RateLimit // the pace of claims
+	NoRateLimit      bool
+	EnqueueRate      *EnqueueRate // producers' token bucket
+	NoEnqueueRate    bool
+	SoftDepth        *int // adaptive backpressure past this many waiting jobs
+	NoSoftDepth      bool
+	SoftLagMs        *int64 // ... or past this wait of the oldest one
+	NoSoftLag        bool
 }
 
 // Int returns a pointer to n, for QueueUpdate's fields.

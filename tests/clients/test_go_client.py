@@ -2,9 +2,11 @@
 `jobq serve`.
 
 The Go tests themselves (clients/go/*_test.go) hold the assertions: enqueue, get and wait,
-the typed problems (422, 404, 409 lease_lost, 429 queue_full with its Retry-After), the
-Worker completing jobs, Retry and Discard, heartbeats of a job longer than its lease, and a
-graceful stop that releases what did not finish. Here they run with JOBQ_URL pointing at a
+the typed problems (422, 404, 409 lease_lost, 429 queue_full with its Retry-After), the rate
+limits (queue_rate_limited and queue_overloaded with retry_after_ms, RetryOverload waiting
+an enqueue rate out without losing a job), the Worker completing jobs, Retry and Discard,
+heartbeats of a job longer than its lease, and a graceful stop that releases what did not
+finish. Here they run with JOBQ_URL pointing at a
 live service; `-v` lets this test check that none of them skipped.
 
 The Go Worker also passes the conformance kit: clients/go/examples/conformance/ is built and
@@ -82,7 +84,9 @@ def test_go_tests_pass_against_a_live_service(live_server: LiveServer) -> None:
     # The behaviours the issue names, each a test of its own: none may go missing unnoticed.
     for name in ("TestEnqueueGetWait", "TestTypedProblems", "TestWorkerCompletesJobs",
                  "TestWorkerRetryAndDiscard", "TestWorkerHeartbeatsAJobLongerThanItsLease",
-                 "TestWorkerStopReleasesWhatDidNotFinish"):
+                 "TestWorkerStopReleasesWhatDidNotFinish", "TestRateSettings",
+                 "TestQueueRateLimited", "TestRetryOverloadWaitsOutTheEnqueueRate", "TestOverloaded",
+                 "TestRetryAfterMsWinsOverTheHeader"):
         assert name in passed, f"{name} did not run and pass:\n{output}"
 
 

@@ -353,6 +353,34 @@ def test_retry_overload_waits_out_429_and_503(monkeypatch: pytest.MonkeyPatch) -
     assert 2 <= slept[0] <= 2.2 and 1 <= slept[1] <= 1.1
 
 
+def test_retry_overload_follows_the_rate_limits_wait_to_the_millisecond(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rate limits' 429s say the wait in ms (the header rounds it up to a second)."""
+    slept: list[float] = []
+    monkeypatch.setattr("jobq.client._client.time.sleep", slept.append)
+    rec = Recorder(
+        problem(429, "queue_rate_limited", retry_after_ms=20, headers={"Retry-After": "1"}),
+        problem(429, "token_rate_limited", retry_after_ms=350, headers={"Retry-After": "1"}),
+        problem(429, "queue_overloaded", retry_after_ms=1500, headers={"Retry-After": "2"}),
+        ok(job_json(), 201),
+    )
+    job = client(rec, retry_overload=10).enqueue("t")
+    assert job.id == "17" and len(rec.requests) == 4
+    assert 0.02 <= slept[0] <= 0.022 and 0.35 <= slept[1] <= 0.385 and 1.5 <= slept[2] <= 1.65
+
+
+def test_rate_limit_answers_have_classes_of_their_own() -> None:
+    for code, cls in (("queue_rate_limited", jobq.RateLimited),
+                      ("token_rate_limited", jobq.RateLimited),
+                      ("queue_overloaded", jobq.Overloaded)):
+        rec = Recorder(problem(429, code, retry_after_ms=250, headers={"Retry-After": "1"}))
+        with pytest.raises(cls) as info:
+            client(rec).enqueue("t")
+        assert isinstance(info.value, jobq.RetryableError)
+        assert info.value.code == code and info.value.retry_after == 0.25
+
+
 def test_retry_overload_gives_up_when_the_wait_would_not_fit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -65,6 +65,32 @@ async def test_sync_and_async_handlers_ack_their_return_values() -> None:
     assert fake.claims[0]["wait_ms"] == 200
 
 
+async def test_many_sync_handlers_finishing_together_each_ack_their_own_result() -> None:
+    # Threads hand their outcomes back in batches (one loop wake-up for all that finished):
+    # none may be lost or given to another job, and the pool never outgrows concurrency.
+    fake = FakeService()
+    ids = {fake.add("sync", {"n": n}): n for n in range(300)}
+    threads: set[str] = set()
+    results = [None, "text", 7, True, {"n": None}]  # plain ones skip the trial encoding
+
+    def handler(job: jobq.Job) -> Any:
+        threads.add(threading.current_thread().name)
+        n = job.payload["n"]
+        if n % 50 == 1:
+            raise ValueError(f"job {n} fails")
+        result = results[n % len(results)]
+        return {"n": n} if isinstance(result, dict) else result
+
+    worker = make_worker(fake, {"sync": handler}, concurrency=8)
+    await run_until(worker, lambda: len(fake.acks) + len(fake.fails) == len(ids))
+    expected = {job_id: ({"n": n} if n % len(results) == 4 else results[n % len(results)])
+                for job_id, n in ids.items() if n % 50 != 1}
+    assert fake.acks == expected
+    assert sorted(ids[job_id] for job_id in fake.fails) == list(range(1, 300, 50))
+    assert all("ValueError: job" in fail["error"] for fail in fake.fails.values())
+    assert 1 <= len(threads) <= 8
+
+
 async def test_types_without_a_handler_are_not_claimed() -> None:
     fake = FakeService()
     fake.add("other")

@@ -117,6 +117,7 @@ RULES: dict[str, Rule] = {
     "create_token": ADMIN_ALL_QUEUES,
     "list_tokens": ADMIN_ALL_QUEUES,
     "revoke_token": ADMIN_ALL_QUEUES,
+    "patch_token": ADMIN_ALL_QUEUES,
 }
 
 

@@ -50,6 +50,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "topics": {
                 "type": "array", "items": {"type": "string"},
                 "description": "`queue_not_empty` only: the topics the queue is subscribed to"},
+            "retry_after_ms": {
+                "type": "integer", "minimum": 0,
+                "description": "`queue_full`, `queue_rate_limited`, `token_rate_limited`, "
+                "`queue_overloaded` only: how long to wait before sending the same request "
+                "again, in ms (`Retry-After` says the same in whole seconds, rounded up); for a "
+                "rate, when its bucket holds the whole request (a batch: all of it)"},
             "already_completed": {
                 "type": "boolean",
                 "description": "`lease_lost` only, and only when true: this very lease completed "
@@ -76,7 +82,10 @@ MEANING: dict[int, str] = {
     409: "`invalid_state`",
     413: "`payload_too_large`: the body is over the size limit (default 1 MiB)",
     422: "`validation_error`: the request does not fit this document; `errors` says where",
-    429: "`queue_full`, with `Retry-After` in whole seconds; nothing enqueued",
+    429: "`queue_full` (max_depth), `queue_rate_limited` (the queue's `enqueue_rate`), "
+         "`token_rate_limited` (the token's `enqueue_rate`) or `queue_overloaded` (past "
+         "`soft_depth` or `soft_lag_ms`): nothing enqueued; wait `Retry-After` (whole "
+         "seconds) or the body's `retry_after_ms`",
     503: "`unavailable`: the database did not answer in time; try again after `Retry-After` seconds",
 }
 

@@ -41,13 +41,17 @@ _LEASE = {"lease_id": "1042.1", "locked_until": "2026-01-15T09:30:30.000000Z", "
 _SETTINGS = {"max_depth": 10000, "paused": False, "lease_ms": 30000, "max_attempts": 5,
              "backoff_base_ms": 1000, "backoff_max_ms": 3600000, "max_lease_expiries": 3,
              "aging_ms": None, "max_running": None, "retention_ms": 604800000,
-             "dead_retention_ms": 2592000000}
+             "dead_retention_ms": 2592000000,
+             "rate_limit": {"jobs": 100, "per_ms": 60000, "key": None},
+             "enqueue_rate": {"jobs": 50, "per_ms": 1000, "burst": 200},
+             "soft_depth": 5000, "soft_lag_ms": 60000}
 _QUEUE = {"name": "emails", "settings": _SETTINGS,
           "counts": {"pending": 12, "running": 3, "failed": 1, "completed": 940, "dead": 2,
                      "cancelled": 0},
-          "waiting_by_type": {"email.welcome": 11, "email.digest": 2}, "oldest_waiting_ms": 850}
+          "waiting_by_type": {"email.welcome": 11, "email.digest": 2}, "oldest_waiting_ms": 850,
+          "rate_limit_use": {"jobs": 100, "keys": 1, "keys_at_limit": 1, "free_in_ms": 420}}
 _TOKEN = {"id": "tok_3f2a", "name": "billing workers", "role": "worker", "queues": "billing.*",
-          "created_at": _AT, "revoked_at": None}
+          "created_at": _AT, "revoked_at": None, "enqueue_rate": None}
 
 # A schedule, and the request bodies its PUT and PATCH routes show (routes/schedules.py).
 SCHEDULE: dict[str, Any] = {
@@ -105,7 +109,9 @@ REQUESTS: dict[str, Any] = {
     "fail": {"error": "SMTP timeout", "retry": True, "retry_in_ms": 10000},
     "release": {"delay_ms": 0},
     "release_many": {"releases": [{"lease_id": "1042.1"}, {"lease_id": "1043.2", "delay_ms": 5000}]},
-    "patch_queue": {"max_depth": 10000, "paused": False, "max_attempts": 5},
+    "patch_queue": {"max_depth": 10000, "paused": False, "max_attempts": 5,
+                    "rate_limit": {"jobs": 100, "per_ms": 60000}},
+    "patch_token": {"enqueue_rate": {"jobs": 50, "per_ms": 1000, "burst": 200}},
     "replay_dead": {"queue": "emails", "type": "email.welcome", "limit": 100},
     "create_token": {"role": "worker", "queues": "billing.*", "name": "billing workers"},
     "publish_topic": {"type": "order.placed", "payload": {"order_id": 7},
@@ -159,6 +165,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "list_tokens": {"200": {"tokens": [_TOKEN]}},
     "create_token": {"201": {**_TOKEN, "token": "jobq_w_8Jt1cQ3...(shown once)"}},
     "revoke_token": {"200": {**_TOKEN, "revoked_at": "2026-01-16T10:00:00.000000Z"}},
+    "patch_token": {"200": {**_TOKEN, "enqueue_rate": {"jobs": 50, "per_ms": 1000, "burst": 200}}},
     "list_schedules": {"200": {"schedules": [SCHEDULE]}},
     "get_schedule": {"200": SCHEDULE},
     "put_schedule": {"201": SCHEDULE, "200": SCHEDULE},
@@ -230,6 +237,13 @@ def _detail(code: str, method: str, path: str) -> str:
         "invalid_state": "job 1042 is completed: this call does not apply to it",
         "idempotency_conflict": "idempotency_key 'signup-7' was used for another body",
         "queue_full": "queue 'emails' holds its max_depth of 10000 waiting jobs",
+        "queue_rate_limited": "queue 'emails' takes at most 50 jobs per 1000 ms (burst 200); 1 "
+                              "more would be accepted in 20 ms",
+        "token_rate_limited": "this access token may enqueue at most 50 jobs per 1000 ms (burst "
+                              "50); 1 more would be accepted in 20 ms",
+        "queue_overloaded": "queue 'emails' is past its soft thresholds (7500 waiting, oldest "
+                            "12000 ms; 1.50 times the threshold): 33% of enqueues are refused; "
+                            "retry in 500 ms",
         "queue_not_empty": "queue 'emails' holds 3 pending and 1 dead jobs: delete with "
                            "purge=true to delete them too",
         "unauthorized": "this service needs an access token: Authorization: Bearer <token>",

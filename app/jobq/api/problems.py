@@ -16,6 +16,7 @@ from starlette.responses import Response
 from jobq.api.resolved import resolved_routes
 from jobq.descriptors import exhausted
 from jobq.domain import errors as e
+from jobq.domain.rates import retry_after_s
 
 PROBLEM = "application/problem+json"
 # RFC 6750's challenge, on every 401.
@@ -89,6 +90,30 @@ KINDS: dict[str, Kind] = {
         "of its jobs; a topic publish: no job in any of the topic's queues).",
         "Wait the `Retry-After` seconds and send it again, or raise the queue's `max_depth` "
         "(`PATCH /v1/queues/{name}`)."),
+    "queue_rate_limited": Kind(
+        "Queue rate limited", (429,),
+        "The queue's `enqueue_rate` (a token bucket: `burst` jobs at once, refilled at `jobs` "
+        "per `per_ms`) holds fewer jobs than the request brings; nothing was enqueued (a "
+        "batch: none of its jobs). `retry_after_ms` is when the bucket holds them all, "
+        "`Retry-After` the same in whole seconds, rounded up.",
+        "Wait `retry_after_ms` and send it again unchanged (the SDKs' `retry_overload` does), "
+        "or raise the queue's `enqueue_rate` (`PATCH /v1/queues/{name}`)."),
+    "token_rate_limited": Kind(
+        "Token rate limited", (429,),
+        "The access token's own `enqueue_rate` (a token bucket, as a queue's) holds fewer jobs "
+        "than the request brings; nothing was enqueued. `retry_after_ms` is when it holds "
+        "them all, `Retry-After` the same in whole seconds, rounded up.",
+        "Wait `retry_after_ms` and send it again unchanged, or have an admin raise the "
+        "token's rate (`PATCH /v1/tokens/{id}`, `jobq tokens limit`)."),
+    "queue_overloaded": Kind(
+        "Queue overloaded", (429,),
+        "The queue is past its soft thresholds (`soft_depth` waiting jobs, or its oldest "
+        "claimable job waiting `soft_lag_ms`), and this enqueue fell in the share that is "
+        "refused to slow producers down: 1 − 1/overload of them, where overload is how many "
+        "times the threshold the queue is at. Nothing was enqueued. `retry_after_ms` grows "
+        "with the overload: 1 s per threshold past it, from 100 ms to 60 s.",
+        "Wait `retry_after_ms` and send it again unchanged: producers that do so slow down to "
+        "what the workers take. Add workers, or raise the thresholds."),
     "unauthorized": Kind(
         "Unauthorized", (401,),
         "The service has access tokens and the request carried none, or one that is unknown "
@@ -162,6 +187,9 @@ TABLE: dict[type[e.JobqError], tuple[int, str, str]] = {
     e.InvalidState: _kind("invalid_state"),
     e.IdempotencyConflict: _kind("idempotency_conflict"),
     e.QueueFull: _kind("queue_full"),
+    e.QueueRateLimited: _kind("queue_rate_limited"),
+    e.TokenRateLimited: _kind("token_rate_limited"),
+    e.QueueOverloaded: _kind("queue_overloaded"),
     e.QueueNotEmpty: _kind("queue_not_empty"),
     e.Unauthorized: _kind("unauthorized"),
     e.Forbidden: _kind("forbidden"),
@@ -252,7 +280,17 @@ def validation_problem(errors: list[dict[str, Any]], *, body: Any = None,
 def from_error(exc: e.JobqError) -> Response:
     status, code, title = TABLE.get(type(exc)) or _kind("internal")
     headers: dict[str, str] | None = None
-    if isinstance(exc, (e.QueueFull, e.Unavailable)):
+    if isinstance(exc, e.Throttled):
+        # The header in whole seconds (RFC 9110), rounded up; the body to the millisecond,
+        # for clients that can wait less than a second.
+        return problem(status, code, title, exc.detail,
+                       headers={"Retry-After": str(retry_after_s(exc.retry_after_ms))},
+                       retry_after_ms=exc.retry_after_ms)
+    if isinstance(exc, e.QueueFull):
+        return problem(status, code, title, exc.detail,
+                       headers={"Retry-After": str(exc.retry_after_s)},
+                       retry_after_ms=exc.retry_after_s * 1000)
+    if isinstance(exc, e.Unavailable):
         headers = {"Retry-After": str(exc.retry_after_s)}
     if isinstance(exc, e.TooManyLongPolls):
         # The connection is what the cap protects: give its descriptor back now; the worker

@@ -22,6 +22,7 @@ from pydantic import (
 from pydantic import Strict as StrictTypes
 
 from jobq.domain import jobs as d
+from jobq.domain import rates
 from jobq.domain.queues import DAY_MS
 from jobq.domain.queues import QUEUE_DEFAULTS as DEFAULTS
 from jobq.domain.schedules import parse_cron, parse_timezone
@@ -321,6 +322,66 @@ def _days(ms: int) -> str:
     return f"{ms / DAY_MS:g} days"
 
 
+# ------------------------------------------------------------------------- rate limits
+
+_JOBS = Annotated[int, Field(ge=1, le=rates.MAX_JOBS)]
+_PER_MS = Annotated[int, Field(ge=1, le=rates.MAX_PER_MS, description="the window, in ms")]
+
+
+def _pace_key(key: str) -> str:
+    if not rates.valid_key(key):
+        raise ValueError("key must be \"type\" or \"payload.<field>\" (a top-level field of "
+                         "the payload)")
+    return key
+
+
+class RateLimit(Strict):
+    """A queue's pace: at most `jobs` jobs handed out by claims in any window of `per_ms`
+    ms, across every worker and replica (a sliding window: see the guide)."""
+
+    jobs: _JOBS
+    per_ms: _PER_MS
+    key: Annotated[str, StringConstraints(min_length=1, max_length=208),
+                   AfterValidator(_pace_key)] | None = Field(
+        default=None, description="a separate allowance per value of this: `type` (the job "
+        "type) or `payload.<field>` (a top-level payload field; jobs without it share one); "
+        "null: one allowance for the queue")
+
+
+class EnqueueRate(Strict):
+    """A token bucket of enqueues: `burst` jobs at once, refilled at `jobs` per `per_ms`
+    ms; beyond it `429` with the wait in `Retry-After` and `retry_after_ms`."""
+
+    jobs: _JOBS
+    per_ms: _PER_MS
+    burst: _JOBS | None = Field(default=None, description="the bucket's size (default `jobs`)")
+
+    def to_domain(self) -> rates.Bucket:
+        return rates.Bucket(self.jobs, self.per_ms, self.burst or self.jobs)
+
+
+class RateLimitPublic(BaseModel):
+    jobs: int
+    per_ms: int
+    key: str | None = None
+
+
+class EnqueueRatePublic(BaseModel):
+    jobs: int
+    per_ms: int
+    burst: int
+
+
+class RateLimitUse(BaseModel):
+    """What the queue's `rate_limit` is using now."""
+
+    jobs: int = Field(description="jobs handed out in the last `per_ms` (for a keyed limit: "
+                                  "the busiest key's)")
+    keys: int = Field(description="keys with a job handed out in that window (1 or 0 without a key)")
+    keys_at_limit: int = Field(description="keys whose window is full")
+    free_in_ms: int | None = Field(description="when a full window has room again; null: none full")
+
+
 class QueueSettings(BaseModel):
     max_depth: int | None
     paused: bool
@@ -335,6 +396,15 @@ class QueueSettings(BaseModel):
                                           f"after they finished (default {_days(DEFAULTS.retention_ms)})")
     dead_retention_ms: int = Field(description="dead jobs are deleted this long after they "
                                                f"died (default {_days(DEFAULTS.dead_retention_ms)})")
+    rate_limit: RateLimitPublic | None = Field(
+        default=None, description="the pace of claims: at most `jobs` handed out in any "
+        "`per_ms` window (per `key` value); null: none")
+    enqueue_rate: EnqueueRatePublic | None = Field(
+        default=None, description="producers' token bucket for this queue; null: none")
+    soft_depth: int | None = Field(default=None, description="waiting jobs past which a growing "
+                                   "share of enqueues is refused (`queue_overloaded`); null: off")
+    soft_lag_ms: int | None = Field(default=None, description="oldest waiting job's lag past "
+                                    "which the same happens; null: off")
 
 
 class QueueSettingsPatch(Strict):
@@ -349,9 +419,15 @@ class QueueSettingsPatch(Strict):
     max_running: Annotated[int, Field(ge=0, le=1_000_000)] | None = None
     retention_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
     dead_retention_ms: Annotated[int, Field(ge=0, le=TEN_YEARS_MS)] | None = None
+    rate_limit: RateLimit | None = None
+    enqueue_rate: EnqueueRate | None = None
+    soft_depth: Annotated[int, Field(ge=1, le=2**62)] | None = None
+    soft_lag_ms: Annotated[int, Field(ge=1, le=TEN_YEARS_MS)] | None = None
 
     # Settings that may be null mean "no limit"/"off" there; the others may not be null.
-    NULLABLE: ClassVar[frozenset[str]] = frozenset({"max_depth", "aging_ms", "max_running"})
+    NULLABLE: ClassVar[frozenset[str]] = frozenset({
+        "max_depth", "aging_ms", "max_running", "rate_limit", "enqueue_rate", "soft_depth",
+        "soft_lag_ms"})
 
     # A field validator, not a model one, so that the error's loc names the setting. It runs
     # only for the settings given, which is when null means "set to null".
@@ -364,7 +440,17 @@ class QueueSettingsPatch(Strict):
         return value
 
     def changes(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.model_fields_set}
+        """The settings given, as stored: the rate objects as JSON objects, every field
+        written (an enqueue rate's burst defaults to its jobs)."""
+        out: dict[str, Any] = {}
+        for k in self.model_fields_set:
+            value = getattr(self, k)
+            if isinstance(value, EnqueueRate):
+                value = value.to_domain().as_json()
+            elif isinstance(value, RateLimit):
+                value = rates.Pace(value.jobs, value.per_ms, value.key).as_json()
+            out[k] = value
+        return out
 
 
 class QueuePublic(BaseModel):
@@ -373,6 +459,8 @@ class QueuePublic(BaseModel):
     counts: dict[str, int]
     waiting_by_type: dict[str, int]
     oldest_waiting_ms: int | None
+    rate_limit_use: RateLimitUse | None = Field(
+        default=None, description="the `rate_limit`'s current use; null without one")
 
 
 class QueueList(BaseModel):
@@ -415,6 +503,13 @@ class TokenCreate(Strict):
     role: Literal["producer", "worker", "admin"]
     queues: QueuePatternText = "*"
     name: Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^[^\x00]*$")] | None = None
+    enqueue_rate: EnqueueRate | None = Field(
+        default=None, description="the token's own token bucket of enqueues, on top of the "
+        "queues' (`429 token_rate_limited` beyond it); null: none")
+
+
+class TokenPatch(Strict):
+    enqueue_rate: EnqueueRate | None = Field(description="the token's enqueue rate; null: none")
 
 
 class TokenPublic(BaseModel):
@@ -424,6 +519,7 @@ class TokenPublic(BaseModel):
     queues: str
     created_at: datetime
     revoked_at: datetime | None
+    enqueue_rate: EnqueueRatePublic | None = None
 
 
 class TokenCreated(TokenPublic):

@@ -5,7 +5,7 @@ page, or ``--limit``; ``--prefix`` searches by name); ``set`` changes a queue's 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,6 +15,7 @@ from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_optio
 from jobq.cli.views import queue_details, queues_table
 from jobq.client import Client, Queue, QueueNotEmpty
 from jobq.domain.queues import jobs_by_status
+from jobq.domain.rates import parse_rate
 
 app = CommandGroup(help="Queues: counts, lag, settings and deletion.", invoke_without_command=True)
 
@@ -86,8 +87,22 @@ def queues_set(
         min=0, help="keep completed and cancelled jobs this long")] = None,
     dead_retention_ms: Annotated[int | None, typer.Option(
         min=0, help="keep dead jobs this long")] = None,
+    rate_limit: Annotated[str | None, typer.Option(
+        help="the pace of claims, N/P: at most N jobs handed out per P ms (or 10/1s, 100/1m), "
+             "across every worker")] = None,
+    rate_key: Annotated[str | None, typer.Option(
+        help="with --rate-limit: an allowance per value of 'type' or of a payload field, "
+             "'payload.tenant'")] = None,
+    enqueue_rate: Annotated[str | None, typer.Option(
+        help="producers' token bucket, N/P[:B]: N jobs per P ms, burst B (default N); "
+             "beyond it enqueues get 429 queue_rate_limited")] = None,
+    soft_depth: Annotated[int | None, typer.Option(
+        min=1, help="waiting jobs past which a growing share of enqueues is refused")] = None,
+    soft_lag_ms: Annotated[int | None, typer.Option(
+        min=1, help="oldest job's wait past which the same happens")] = None,
     clear: Annotated[list[str] | None, typer.Option(
-        help="set a nullable setting to null (no limit): max_depth, aging_ms, max_running")
+        help="set a nullable setting to null (no limit): max_depth, aging_ms, max_running, "
+             "rate_limit, enqueue_rate, soft_depth, soft_lag_ms")
     ] = None,
     url: Url = DEFAULT_URL,
     token: Token = None,
@@ -99,8 +114,10 @@ def queues_set(
         "max_attempts": max_attempts, "backoff_base_ms": backoff_base_ms,
         "backoff_max_ms": backoff_max_ms, "max_lease_expiries": max_lease_expiries,
         "aging_ms": aging_ms, "max_running": max_running, "retention_ms": retention_ms,
-        "dead_retention_ms": dead_retention_ms,
+        "dead_retention_ms": dead_retention_ms, "soft_depth": soft_depth,
+        "soft_lag_ms": soft_lag_ms,
     }.items() if v is not None}
+    given.update(_rates(rate_limit, rate_key, enqueue_rate, as_json))
     for name_ in clear or []:
         given[name_] = None
     with connect(ctx) as c:
@@ -109,6 +126,26 @@ def queues_set(
         print_json(q)
     else:
         console.print(queue_details(q))
+
+
+def _rates(rate_limit: str | None, rate_key: str | None, enqueue_rate: str | None,
+           as_json: bool) -> dict[str, Any]:
+    """The rate settings given on the command line, as the API takes them; exit 2 in words
+    for one that is not N/P[:B]."""
+    out: dict[str, Any] = {}
+    try:
+        if rate_limit is not None:
+            if ":" in rate_limit:
+                raise ValueError(f"{rate_limit!r}: a rate limit has no burst (N/P)")
+            pace = parse_rate(rate_limit)
+            out["rate_limit"] = {"jobs": pace.jobs, "per_ms": pace.per_ms, "key": rate_key}
+        elif rate_key is not None:
+            raise ValueError("--rate-key goes with --rate-limit")
+        if enqueue_rate is not None:
+            out["enqueue_rate"] = parse_rate(enqueue_rate).as_json()
+    except ValueError as exc:
+        fail(str(exc), 2, as_json=as_json)
+    return out
 
 
 _LIVE = ("pending", "running", "failed", "dead")

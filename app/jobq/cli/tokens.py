@@ -32,6 +32,7 @@ from jobq.cli.views import tokens_table
 
 if TYPE_CHECKING:
     from jobq.core.tokens import TokenInfo
+    from jobq.domain.rates import Bucket
     from jobq.store.db import Database
 
 T = TypeVar("T")
@@ -111,6 +112,9 @@ def create(
     queues: Annotated[str, typer.Option(
         help="comma-separated shell-style globs on queue names ('tenant-a.*,mail')")] = "*",
     name: Annotated[str | None, typer.Option(help="a label for people: who or what uses it")] = None,
+    enqueue_rate: Annotated[str | None, typer.Option(
+        help="the token's own rate of enqueues, N/P[:B]: N jobs per P ms (or 50/1s, 100/1m), "
+             "burst B (default N); beyond it 429 token_rate_limited")] = None,
     as_json: AsJson = False,
 ) -> None:
     """Create a token and print it, once: only its hash is stored.
@@ -130,14 +134,18 @@ def create(
         fail(f"--queues {queues!r}: {exc}", 2, as_json=as_json)
     if name is not None and not 1 <= len(name) <= MAX_NAME_CHARS:
         fail(f"--name must be 1 to {MAX_NAME_CHARS} characters", 2, as_json=as_json)
+    rate = _rate(enqueue_rate, as_json)
 
-    info, token = _on_database(lambda db: core.create(db, Role(role), pattern.text, name), as_json)
+    info, token = _on_database(lambda db: core.create(db, Role(role), pattern.text, name, rate),
+                               as_json)
     if as_json:
         print_json(_public(info) | {"token": token})
         return
     label = f" {info.name!r}" if info.name else ""
+    limited = "" if info.enqueue_rate is None else f" (enqueue rate {_rate_text(info)})"
     typer.echo(f"jobq: created {info.role.value} token {info.id}{label} for queues "
-               f"{info.queues!r}; it is printed once, below, and cannot be shown again", err=True)
+               f"{info.queues!r}{limited}; it is printed once, below, and cannot be shown again",
+               err=True)
     typer.echo(token)
 
 
@@ -169,3 +177,43 @@ def revoke(
         print_json(_public(info))
     else:
         typer.echo(f"revoked token {info.id} at {_when(info.revoked_at)}")
+
+
+def _rate(text: str | None, as_json: bool) -> Bucket | None:
+    """``--enqueue-rate``, checked before the database is touched (exit 2 in words)."""
+    from jobq.domain.rates import parse_rate
+
+    if text is None:
+        return None
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        fail(f"--enqueue-rate: {exc}", 2, as_json=as_json)
+
+
+def _rate_text(info: TokenInfo) -> str:
+    r = info.enqueue_rate
+    return "none" if r is None else f"{r.jobs} per {r.per_ms} ms, burst {r.burst}"
+
+
+@app.command("limit")
+def limit(
+    token_id: Annotated[str, typer.Argument(metavar="ID", help="the token's id (jobq tokens list)")],
+    enqueue_rate: Annotated[str | None, typer.Option(
+        help="N/P[:B]: N jobs per P ms (or 50/1s), burst B (default N)")] = None,
+    clear: Annotated[bool, typer.Option("--clear", help="remove the token's enqueue rate")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Set (--enqueue-rate) or remove (--clear) a token's own rate of enqueues: every
+    replica applies it within a second."""
+    need_server("tokens limit")
+    from jobq.core import tokens as core
+
+    if (enqueue_rate is None) == (not clear):
+        fail("give one of --enqueue-rate N/P[:B] or --clear", 2, as_json=as_json)
+    rate = _rate(enqueue_rate, as_json)
+    info = _on_database(lambda db: core.set_rate(db, token_id, rate), as_json)
+    if as_json:
+        print_json(_public(info))
+    else:
+        typer.echo(f"token {info.id}: enqueue rate {_rate_text(info)}")

@@ -203,7 +203,27 @@ def job_details(job: Job, now: datetime | None = None) -> RenderableType:
     return Group(*parts)
 
 
-_NULLABLE_WORDS = {"max_depth": "no limit", "max_running": "no limit", "aging_ms": "off"}
+_NULLABLE_WORDS = {"max_depth": "no limit", "max_running": "no limit", "aging_ms": "off",
+                   "soft_depth": "off", "soft_lag_ms": "off"}
+
+
+def _rate(value: dict[str, Any]) -> str:
+    """``10 per 1s`` (``, per payload.tenant``; ``, burst 100``): a rate setting in words."""
+    per = int(value.get("per_ms") or 0)
+    shown = f"{value.get('jobs')} per {span(per / 1000) if per >= 1000 else f'{per}ms'}"
+    if value.get("key"):
+        shown += f", per {value['key']}"
+    if value.get("burst") is not None and value.get("burst") != value.get("jobs"):
+        shown += f", burst {value['burst']}"
+    return shown
+
+
+def rate_use(q: Queue) -> str:
+    """A paced queue's use of its limit now, ``7/10`` (the busiest key's); "" for none."""
+    limit, use = q.settings.rate_limit, q.rate_limit_use
+    if limit is None or use is None:
+        return ""
+    return f"{use.get('jobs', 0)}/{limit.get('jobs')}"
 
 
 def queue_details(q: Queue) -> RenderableType:
@@ -213,6 +233,8 @@ def queue_details(q: Queue) -> RenderableType:
     for name, value in settings.items():
         if value is None:
             shown = _NULLABLE_WORDS.get(name, "none")
+        elif isinstance(value, dict) and "per_ms" in value:
+            shown = _rate(value)
         elif isinstance(value, bool):
             shown = "yes" if value else "no"
         elif name.endswith("_ms") and isinstance(value, int):
@@ -228,6 +250,13 @@ def queue_details(q: Queue) -> RenderableType:
             f"completed {k.completed}, dead {k.dead}, cancelled {k.cancelled}",
         )
     )
+    use = q.rate_limit_use
+    if q.settings.rate_limit is not None and use is not None:
+        free = use.get("free_in_ms")
+        rows.append(("rate use", f"{rate_use(q)} in the window"
+                     + (f", keys {use.get('keys')} ({use.get('keys_at_limit')} at the limit)"
+                        if q.settings.rate_limit.get("key") else "")
+                     + (f"; room again in {free} ms" if free is not None else "")))
     return _fields(rows)
 
 
@@ -247,8 +276,14 @@ def queues_table(found: list[Queue], width: int | None = 80) -> Table:
             ]
         )
     counts = frozenset({"pending", "running", "failed", "completed", "dead", "cancelled", "lag"})
+    columns = ["queue", "pending", "running", "failed", "completed", "dead", "cancelled", "lag", "paused"]
+    if any(q.settings.rate_limit is not None for q in found):
+        # The rate_limit's use now (jobs in the window / the limit): only when one is set.
+        columns.append("rate")
+        for row, q in zip(rows, found, strict=True):
+            row.append(rate_use(q))
     return fitted_table(
-        ["queue", "pending", "running", "failed", "completed", "dead", "cancelled", "lag", "paused"],
+        columns,
         rows,
         width,
         shrink={"queue": 8},

@@ -40,9 +40,11 @@ from jobq.client._transport import default_async_transport
 class AsyncClient:
     """An asyncio client for one jobq service.
 
-    ``retry_overload`` (seconds or timedelta) lets a call wait out ``429 queue_full`` and
-    ``503 unavailable`` by sleeping for the ``Retry-After`` the service sends, for at most
-    that much time in total per call; without it those answers raise at once. An answer
+    ``retry_overload`` (seconds or timedelta) lets a call wait out a ``429`` (``queue_full``,
+    ``queue_rate_limited``, ``token_rate_limited``, ``queue_overloaded``) and ``503
+    unavailable`` by sleeping for the wait the service asks for (the body's ``retry_after_ms``
+    to the millisecond, else ``Retry-After``, plus up to 10% of jitter) and sending again,
+    for at most that much time in total per call; without it those answers raise at once. An answer
     ``401`` (``Unauthorized``) or ``403`` (``Forbidden``) is never retried. ``token`` is
     sent as ``Authorization: Bearer``; without it, ``JOBQ_TOKEN`` from the environment is
     (``token=""`` sends none). ``transport`` replaces the network transport
@@ -315,12 +317,22 @@ class AsyncClient:
         max_running: int | None | _Unset = UNSET,
         retention_ms: int | _Unset = UNSET,
         dead_retention_ms: int | _Unset = UNSET,
+        rate_limit: Mapping[str, Any] | None | _Unset = UNSET,
+        enqueue_rate: Mapping[str, Any] | None | _Unset = UNSET,
+        soft_depth: int | None | _Unset = UNSET,
+        soft_lag_ms: int | None | _Unset = UNSET,
         extra: Mapping[str, Any] | None = None,
     ) -> Queue:
         """Change the settings given; ``None`` means "no limit" / "off" where allowed.
-        ``extra`` carries settings this SDK does not name, sent as they are."""
+        ``rate_limit`` (``{"jobs": 10, "per_ms": 1000, "key": "payload.tenant"}``: the pace of
+        claims) and ``enqueue_rate`` (``{"jobs": 50, "per_ms": 1000, "burst": 100}``) are sent
+        as given. ``extra`` carries settings this SDK does not name, sent as they are."""
         body = b.drop_unset(
             {
+                "rate_limit": dict(rate_limit) if isinstance(rate_limit, Mapping) else rate_limit,
+                "enqueue_rate": dict(enqueue_rate) if isinstance(enqueue_rate, Mapping) else enqueue_rate,
+                "soft_depth": soft_depth,
+                "soft_lag_ms": soft_lag_ms,
                 "max_depth": max_depth,
                 "paused": paused,
                 "lease_ms": lease_ms,

@@ -262,8 +262,17 @@ def error_from_response(response: httpx.Response) -> APIError:
         "body": body,
     }
     if issubclass(cls, RetryableError):
-        return cls(**args, retry_after=parse_retry_after(response.headers.get("retry-after")))
+        return cls(**args, retry_after=_retry_after(body, response))
     return cls(**args)
+
+
+def _retry_after(body: dict[str, Any], response: httpx.Response) -> float | None:
+    """The wait an overload answer asks for, in seconds: the body's ``retry_after_ms``
+    (the rate limits' exact wait) when present, else the ``Retry-After`` header."""
+    ms = body.get("retry_after_ms")
+    if isinstance(ms, int) and not isinstance(ms, bool) and ms >= 0:
+        return ms / 1000
+    return parse_retry_after(response.headers.get("retry-after"))
 
 
 def decode(response: httpx.Response) -> Any:

@@ -18,6 +18,8 @@
         ├── PayloadTooLarge       413 payload_too_large: the body is over the size limit
         ├── RetryableError        come back later; ``retry_after`` seconds (None if not said)
         │   ├── QueueFull             429 queue_full: the queue is at its max_depth
+        │   ├── RateLimited           429 queue_rate_limited, token_rate_limited: an enqueue rate
+        │   ├── Overloaded            429 queue_overloaded: past the queue's soft thresholds
         │   └── Unavailable           503 unavailable: the database cannot be reached
         └── ServerError           any other 5xx (the contract promises none; proxies may)
 
@@ -155,7 +157,9 @@ class PayloadTooLarge(APIError):
 class RetryableError(APIError):
     """The service asks the caller to come back later.
 
-    ``retry_after`` is the ``Retry-After`` header in seconds, or None when it was absent.
+    ``retry_after`` is how long to wait, in seconds: the body's ``retry_after_ms`` when the
+    service sent one (to the millisecond), else the ``Retry-After`` header (whole seconds),
+    or None when neither was sent.
     """
 
     def __init__(self, *args: Any, retry_after: float | None = None, **kwargs: Any) -> None:
@@ -165,6 +169,16 @@ class RetryableError(APIError):
 
 class QueueFull(RetryableError):
     pass
+
+
+class RateLimited(RetryableError):
+    """An enqueue rate (the queue's, or the token's: ``code`` says which) holds fewer jobs
+    than the request brought; nothing was enqueued. ``retry_after``: when it holds them all."""
+
+
+class Overloaded(RetryableError):
+    """The queue is past its soft thresholds and this enqueue fell in the share refused to
+    slow producers down; nothing was enqueued."""
 
 
 class Unavailable(RetryableError):
@@ -187,6 +201,9 @@ _BY_CODE: dict[str, type[APIError]] = {
     "queue_not_empty": QueueNotEmpty,
     "payload_too_large": PayloadTooLarge,
     "queue_full": QueueFull,
+    "queue_rate_limited": RateLimited,
+    "token_rate_limited": RateLimited,
+    "queue_overloaded": Overloaded,
     "unavailable": Unavailable,
     # A long-poll past the service's cap of waiting claims: come back after Retry-After.
     "too_many_long_polls": Unavailable,

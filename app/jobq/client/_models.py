@@ -239,8 +239,10 @@ class ReleaseResult:
 
 _SETTINGS_FIELDS = frozenset(
     "max_depth paused lease_ms max_attempts backoff_base_ms backoff_max_ms max_lease_expiries "
-    "aging_ms max_running retention_ms dead_retention_ms".split()
+    "aging_ms max_running retention_ms dead_retention_ms soft_depth soft_lag_ms".split()
 )
+# Settings that are JSON objects (rate limits), kept as the service sends them.
+_SETTINGS_OBJECTS = frozenset({"rate_limit", "enqueue_rate"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,12 +260,21 @@ class QueueSettings:
     max_running: int | None = None
     retention_ms: int | None = None  # completed and cancelled jobs are deleted this long after
     dead_retention_ms: int | None = None  # dead jobs are deleted this long after they died
+    # Rate limits: {"jobs", "per_ms", "key"} (the pace of claims) and {"jobs", "per_ms",
+    # "burst"} (producers' token bucket); None: none.
+    rate_limit: dict[str, Any] | None = None
+    enqueue_rate: dict[str, Any] | None = None
+    soft_depth: int | None = None  # adaptive backpressure's thresholds; None: off
+    soft_lag_ms: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> QueueSettings:
         ints = {name: _opt_int(data.get(name)) for name in _SETTINGS_FIELDS - {"paused"}}
-        return cls(paused=data.get("paused") is True, extra=_extra(data, _SETTINGS_FIELDS), **ints)
+        objects = {name: dict(data[name]) if isinstance(data.get(name), dict) else None
+                   for name in _SETTINGS_OBJECTS}
+        return cls(paused=data.get("paused") is True,
+                   extra=_extra(data, _SETTINGS_FIELDS | _SETTINGS_OBJECTS), **ints, **objects)
 
 
 _COUNT_FIELDS = frozenset("pending running failed completed dead cancelled".split())
@@ -287,7 +298,8 @@ class QueueCounts:
         )
 
 
-_QUEUE_FIELDS = frozenset("name settings counts waiting_by_type oldest_waiting_ms".split())
+_QUEUE_FIELDS = frozenset(
+    "name settings counts waiting_by_type oldest_waiting_ms rate_limit_use".split())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,6 +311,9 @@ class Queue:
     counts: QueueCounts
     waiting_by_type: dict[str, int] = field(default_factory=dict)
     oldest_waiting_ms: int | None = None
+    # The rate_limit's current use: {"jobs", "keys", "keys_at_limit", "free_in_ms"}; None
+    # without a rate_limit.
+    rate_limit_use: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -309,6 +324,8 @@ class Queue:
             counts=QueueCounts.from_json(data.get("counts") or {}),
             waiting_by_type=_int_map(data.get("waiting_by_type")),
             oldest_waiting_ms=_opt_int(data.get("oldest_waiting_ms")),
+            rate_limit_use=(dict(data["rate_limit_use"])
+                            if isinstance(data.get("rate_limit_use"), dict) else None),
             extra=_extra(data, _QUEUE_FIELDS),
         )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from jobq.core.events import Events
 from jobq.core.wakeups import Wakeups
 from jobq.domain.queues import QUEUE_DEFAULTS
+from jobq.domain.rates import Bucket, Spreader
 from jobq.domain.schedules import Clock, SystemClock
 from jobq.store import records
 from jobq.store.db import Database
@@ -17,12 +18,32 @@ from jobq.store.notify import SCHEDULES
 from jobq.store.queries import Q
 
 CAPS_TTL_S = 1.0
+# Adaptive backpressure reads a queue's depth and lag at most this often per process.
+PRESSURE_TTL_S = 0.25
+# Queues whose pressure readings and spreaders are kept; past this the tables start over.
+PRESSURE_KEEP = 10_000
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimSettings:
+    """The settings, cached per queue, that choose the statements of its claims and enqueues:
+    a queue with none of them costs no statement more than before they existed."""
+
     max_running: int | None = None
     aging_ms: int | None = None
+    paced: bool = False  # rate_limit set: claims run JobClaimPaced, alone
+    enqueue_rate: Bucket | None = None
+    soft_depth: int | None = None
+    soft_lag_ms: int | None = None
+
+    @property
+    def alone(self) -> bool:
+        """Claimed in a statement of its own, not with other queues (JobClaimMany)."""
+        return self.max_running is not None or self.paced
+
+    @property
+    def soft(self) -> bool:
+        return self.soft_depth is not None or self.soft_lag_ms is not None
 
 
 @dataclass
@@ -35,11 +56,16 @@ class Context:
     # seen; an enqueue then inserts nothing (JobInsert finds no queue), forgets the name and
     # creates the queue again (core/enqueue.py).
     known_queues: set[str] = field(default_factory=set)
-    # The settings that choose a claim's statement (max_running, aging_ms), re-read at most
-    # every CAPS_TTL_S: a capped queue's claims take a lock and count, an uncapped one's do
-    # not, and a change made on another replica applies within the TTL.
+    # The settings that choose a claim's statements (max_running, aging_ms, rate_limit) and an
+    # enqueue's (enqueue_rate, soft thresholds), re-read at most every CAPS_TTL_S: a capped
+    # queue's claims take a lock and count, a paced one's run JobClaimPaced, a plain one's
+    # neither; a change made on another replica applies within the TTL.
     claim_settings: dict[str, ClaimSettings] = field(default_factory=dict)
     _caps_read_at: dict[str, float] = field(default_factory=dict)
+    # Adaptive backpressure: per queue with soft thresholds, its (depth, lag_ms) as last read
+    # (and when), and the spreader that refuses its share of enqueues evenly.
+    _pressure: dict[str, tuple[float, int, int | None]] = field(default_factory=dict)
+    _spreaders: dict[str, Spreader] = field(default_factory=dict)
     # True while this process holds the background duties' lock (see duties.py).
     is_leader: bool = False
     # What "now" is for schedules: real time in a service, a hand-driven clock in tests.
@@ -79,9 +105,32 @@ class Context:
         if not stale:
             return
         for caps in map(records.queue_caps, await self.db.fetch(Q.QueueCaps, {"queues": stale})):
-            self.claim_settings[caps.name] = ClaimSettings(caps.max_running, caps.aging_ms)
+            self.claim_settings[caps.name] = ClaimSettings(
+                caps.max_running, caps.aging_ms, caps.paced, Bucket.of(caps.enqueue_rate),
+                caps.soft_depth, caps.soft_lag_ms)
         for n in stale:
             self._caps_read_at[n] = now
+
+    async def pressure(self, names: list[str]) -> dict[str, tuple[int, int | None]]:
+        """Waiting depth and oldest claimable lag (ms) of queues with soft thresholds, read
+        again when older than PRESSURE_TTL_S: backpressure needs a trend, not every job."""
+        now = time.monotonic()
+        stale = [n for n in names if now - self._pressure.get(n, (-PRESSURE_TTL_S, 0, None))[0]
+                 >= PRESSURE_TTL_S]
+        if stale:
+            if len(self._pressure) >= PRESSURE_KEEP:  # names come from clients: keep it bounded
+                self._pressure.clear()
+            for row in await self.db.fetch(Q.QueuePressure, {"queues": stale}):
+                self._pressure[row["queue"]] = (now, int(row["depth"]), row["lag_ms"])
+        return {n: self._pressure[n][1:] for n in names if n in self._pressure}
+
+    def spreader(self, name: str) -> Spreader:
+        found = self._spreaders.get(name)
+        if found is None:
+            if len(self._spreaders) >= PRESSURE_KEEP:
+                self._spreaders.clear()
+            found = self._spreaders[name] = Spreader()
+        return found
 
     def forget_caps(self, name: str) -> None:
         self._caps_read_at.pop(name, None)

@@ -29,6 +29,14 @@ REJECTED = Counter("jobq_enqueue_rejected_total", "Enqueues refused with 429 que
                    ["queue"])
 RUN_SECONDS = Histogram("jobq_job_run_seconds", "Run time of completed jobs: claim to ack",
                         ["queue"], buckets=LATENCY_BUCKETS)
+# The codes of enqueues refused by a rate limit or backpressure (jobq.api.problems).
+LIMITED_CODES = ("queue_rate_limited", "token_rate_limited", "queue_overloaded")
+RATE_HELD = Counter("jobq_rate_limited_jobs_total", "Claimable jobs that claims asked for and "
+                    "their queue's rate_limit held back (counted per claim)", ["queue"])
+ENQUEUE_LIMITED = Counter("jobq_enqueue_limited_total", "Enqueue requests refused with 429 "
+                          "by a rate limit or backpressure, by queue and code "
+                          "(queue_rate_limited, token_rate_limited, queue_overloaded)",
+                          ["queue", "code"])
 PICKUP_SECONDS = Histogram("jobq_job_pickup_seconds",
                            "Pickup latency: visible_at to claim", ["queue"],
                            buckets=LATENCY_BUCKETS)
@@ -130,7 +138,8 @@ _STARTED: set[str] = set()  # queues whose series exist in this process (start_q
 
 def start_queues(queues: Iterable[str]) -> None:
     """Make every series by queue of these queues exist, at 0 where nothing was counted yet:
-    each event's ``jobq_jobs_total``, ``jobq_enqueue_rejected_total`` and both histograms.
+    each event's ``jobq_jobs_total``, ``jobq_enqueue_rejected_total``, the rate limits'
+    counters and both histograms.
     Called for a queue's first count in this process, and by /metrics for every queue it
     shows (so a queue made by a settings call, or first used on another replica, has its
     zeros scraped before its first job here)."""
@@ -143,6 +152,9 @@ def start_queues(queues: Iterable[str]) -> None:
         for histogram in (RUN_SECONDS, PICKUP_SECONDS):
             _timer(histogram, queue)
         REJECTED.labels(_label(queue))
+        RATE_HELD.labels(_label(queue))
+        for code in LIMITED_CODES:
+            ENQUEUE_LIMITED.labels(_label(queue), code)
 
 
 def bound_queues(limit: int, pattern: str | None) -> None:
@@ -189,6 +201,16 @@ _TIMED: dict[str, tuple[Histogram, Times]] = {
 def rejected(queue: str) -> None:
     start_queues((queue,))
     REJECTED.labels(_label(queue)).inc()
+
+
+def rate_held(queue: str, n: int) -> None:
+    start_queues((queue,))
+    RATE_HELD.labels(_label(queue)).inc(n)
+
+
+def enqueue_limited(queue: str, code: str) -> None:
+    start_queues((queue,))
+    ENQUEUE_LIMITED.labels(_label(queue), code).inc()
 
 
 def forget_queue(queue: str) -> None:

@@ -19,6 +19,7 @@ from jobq.core import activity, maintenance
 from jobq.core.context import Context
 from jobq.store import history
 from jobq.store.leader import Leadership
+from jobq.store.queries import Q
 
 log = logging.getLogger("jobq.duties")
 
@@ -67,6 +68,8 @@ async def lead(ctx: Context, leadership: Leadership) -> None:
                     log.info("retention deleted %d finished jobs", deleted)
                 # Workers silent for an hour: no listing window reaches them any more.
                 await activity.forget_workers(ctx)
+                # Rate limits' state no window or bucket needs any more (idle tenants' keys).
+                await ctx.db.fetch(Q.RateStateForget)
                 last_retention = time.monotonic()
             await asyncio.sleep(LEAD_EVERY_S)
     finally:

@@ -1,4 +1,10 @@
-"""Producers: enqueue one job or a batch, with idempotency keys and max_depth."""
+"""Producers: enqueue one job or a batch, with idempotency keys, max_depth and the rate limits
+of producers (issue 29): the enqueue rates of queues and tokens (token buckets in the
+database, taken in the enqueue's own transaction) and adaptive backpressure (soft thresholds).
+
+A queue with none of these, enqueued to under a token without a rate, costs no statement more
+than before: whether they apply is read from the settings cache (``Context.claim_settings``)
+and the token table, both in memory."""
 
 from __future__ import annotations
 
@@ -8,12 +14,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobq.core import counters
-from jobq.core.context import Context
-from jobq.domain.errors import IdempotencyConflict, QueueFull
+from jobq.core.context import ClaimSettings, Context
+from jobq.domain.errors import (
+    IdempotencyConflict,
+    InvalidInput,
+    QueueFull,
+    QueueOverloaded,
+    QueueRateLimited,
+    TokenRateLimited,
+)
 from jobq.domain.jobs import Job, NewJob
 from jobq.domain.jsontext import same_json
+from jobq.domain.rates import Bucket, overload, overload_retry_ms, refused_fraction
 from jobq.store import records
-from jobq.store.db import Connection, dumps_json
+from jobq.store.db import Connection, Row, dumps_json
 from jobq.store.queries import Q
 from jobq.store.records import JobChange
 
@@ -75,6 +89,104 @@ def _replay(existing: Job, job: NewJob, rule: ReplayRule = SAME_TYPE_AND_PAYLOAD
     return Enqueued(existing, created=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Producer:
+    """Who enqueues, as far as rates go: the access token's id and its own enqueue rate."""
+
+    token_id: str
+    enqueue_rate: Bucket
+
+
+@dataclass(frozen=True, slots=True)
+class _Take:
+    kind: str  # "queue" or "token"
+    name: str
+    n: int
+    bucket: Bucket
+    queues: tuple[str, ...] = ()  # a token's take: the queues of the request (for the metrics)
+
+    def row(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "n": self.n, **self.bucket.as_json()}
+
+
+def _takes(ctx: Context, counts: Counter[str], producer: Producer | None) -> list[_Take]:
+    """The buckets an enqueue of ``counts`` jobs per queue takes from. A request larger than
+    a bucket's burst could never be accepted: refused in words (422), not told to wait."""
+    takes: list[_Take] = []
+    for queue, n in counts.items():
+        bucket = ctx.claim_settings.get(queue, ClaimSettings()).enqueue_rate
+        if bucket is not None:
+            takes.append(_Take("queue", queue, n, bucket))
+    if producer is not None:
+        takes.append(_Take("token", producer.token_id, sum(counts.values()), producer.enqueue_rate,
+                           tuple(counts)))
+    for take in takes:
+        if take.n > take.bucket.burst:
+            whose = f"queue {take.name!r}'s" if take.kind == "queue" else "the access token's"
+            raise InvalidInput(f"{take.n} jobs at once are more than {whose} enqueue_rate burst of "
+                               f"{take.bucket.burst}: they could never be accepted together; "
+                               "send fewer at a time", ["body"])
+    return takes
+
+
+async def _take(ctx: Context, conn: Connection, takes: list[_Take]) -> None:
+    """Take from the buckets in the caller's transaction; raise the refusal of the bucket
+    that was short longest (the caller's rollback then undoes every take)."""
+    rows = await ctx.db.run(conn, Q.EnqueueBucketsTake,
+                            {"takes": dumps_json([t.row() for t in takes])})
+    by_key = {(t.kind, t.name): t for t in takes}
+    worst: tuple[int, _Take] | None = None
+    for row in rows:
+        tokens = float(row["tokens"])
+        if tokens < 0:
+            take = by_key[(row["kind"], row["name"])]
+            wait = take.bucket.wait_ms(-tokens)
+            if worst is None or wait > worst[0]:
+                worst = (wait, take)
+    if worst is None:
+        return
+    wait, take = worst
+    rate = take.bucket
+    if take.kind == "queue":
+        counters.enqueue_limited(take.name, "queue_rate_limited")
+        raise QueueRateLimited(
+            f"queue {take.name!r} takes at most {rate.jobs} jobs per {rate.per_ms} ms (burst "
+            f"{rate.burst}); {take.n} more would be accepted in {wait} ms", wait)
+    for queue in take.queues:  # counted under each queue of the request
+        counters.enqueue_limited(queue, "token_rate_limited")
+    raise TokenRateLimited(
+        f"this access token may enqueue at most {rate.jobs} jobs per {rate.per_ms} ms (burst "
+        f"{rate.burst}); {take.n} more would be accepted in {wait} ms", wait)
+
+
+async def _pressure(ctx: Context, queues: list[str]) -> None:
+    """Adaptive backpressure: refuse a share of the enqueues to a queue past its soft
+    thresholds (jobq.domain.rates), spread evenly over them; the queue's depth and lag are
+    read at most every PRESSURE_TTL_S per process."""
+    soft = [q for q in queues if ctx.claim_settings.get(q, ClaimSettings()).soft]
+    if not soft:
+        return
+    for queue, (depth, lag_ms) in (await ctx.pressure(soft)).items():
+        caps = ctx.claim_settings.get(queue, ClaimSettings())
+        o = overload(depth, lag_ms, caps.soft_depth, caps.soft_lag_ms)
+        if ctx.spreader(queue).refuse(refused_fraction(o)):
+            wait = overload_retry_ms(o)
+            counters.enqueue_limited(queue, "queue_overloaded")
+            raise QueueOverloaded(
+                f"queue {queue!r} is past its soft thresholds ({depth} waiting, oldest "
+                f"{lag_ms if lag_ms is not None else 0} ms; {o:.2f} times the threshold): "
+                f"{refused_fraction(o):.0%} of enqueues are refused; retry in {wait} ms", wait)
+
+
+async def _limits(ctx: Context, jobs: list[NewJob], producer: Producer | None) -> list[_Take]:
+    """Check the producer limits of an enqueue of ``jobs`` (their queues exist): raise an
+    overload refusal, or answer the buckets to take from in the insert's transaction."""
+    queues = list(dict.fromkeys(j.queue for j in jobs))
+    await ctx.refresh_caps(queues)  # the cache: a statement at most once per queue and second
+    await _pressure(ctx, queues)
+    return _takes(ctx, Counter(j.queue for j in jobs), producer)
+
+
 def _full(queue: str, ctx: Context) -> QueueFull:
     counters.rejected(queue)
     return QueueFull(
@@ -107,11 +219,32 @@ async def _gone(ctx: Context, queue: str) -> bool:
     return True
 
 
-async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
+class _NotInserted(Exception):
+    """JobInsert inserted nothing under a rate: roll its bucket takes back."""
+
+
+async def _insert(ctx: Context, params: dict[str, Any], takes: list[_Take]) -> Row | None:
+    """JobInsert, alone, or after the bucket takes in one transaction: an insert that does not
+    happen (a full queue, a replay) or a bucket that is short takes nothing from any."""
+    if not takes:
+        return await ctx.db.fetch_one(Q.JobInsert, params)
+    try:
+        async with ctx.db.transaction() as conn:
+            await _take(ctx, conn, takes)
+            rows = await ctx.db.run(conn, Q.JobInsert, params)
+            if not rows:
+                raise _NotInserted
+            return rows[0]
+    except _NotInserted:
+        return None
+
+
+async def enqueue(ctx: Context, job: NewJob, producer: Producer | None = None) -> Enqueued:
+    """``producer``: the caller's token and its enqueue rate, when it has one."""
     params = _params(job)
     for _ in range(_PASSES):
         await ctx.ensure_queues([job.queue])
-        row = await ctx.db.fetch_one(Q.JobInsert, params)
+        row = await _insert(ctx, params, await _limits(ctx, [job], producer))
         if row is not None:
             new = records.job(row)
             ctx.wakeups.jobs_added([(job.queue, new.visible_at)])
@@ -129,13 +262,18 @@ async def enqueue(ctx: Context, job: NewJob) -> Enqueued:
     raise _full(job.queue, ctx)
 
 
-async def enqueue_many(ctx: Context, jobs: list[NewJob]) -> list[Enqueued]:
-    """All or nothing, in one transaction; answers in request order."""
+async def enqueue_many(ctx: Context, jobs: list[NewJob],
+                       producer: Producer | None = None) -> list[Enqueued]:
+    """All or nothing, in one transaction; answers in request order. Rates take the whole
+    batch or none of it: a refusal says when the bucket holds the whole batch."""
     queues = list(dict.fromkeys(j.queue for j in jobs))
     for attempt in range(_PASSES):
         await ctx.ensure_queues(queues)
+        takes = await _limits(ctx, jobs, producer) if jobs else []
         try:
             async with ctx.db.transaction() as conn:
+                if takes:
+                    await _take(ctx, conn, takes)
                 results, created = await insert_many(ctx, conn, jobs)
         except QueuesGone as gone:
             if attempt == _PASSES - 1:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from jobq.core import counters
 from jobq.core.context import ClaimSettings, Context
 from jobq.domain.errors import LeaseLost, NotFound, Unauthorized
 from jobq.domain.jobs import ClaimRequest, Failure, Job, JobStatus
@@ -35,7 +36,10 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int,
         "token_id": token_id,
     }
     settings = ctx.claim_settings.get(queue, ClaimSettings())
-    statement = Q.JobClaim if settings.aging_ms is None else Q.JobClaimAged
+    if settings.paced:
+        statement = Q.JobClaimPaced  # both claim orders; the rate_limit in the statement itself
+    else:
+        statement = Q.JobClaim if settings.aging_ms is None else Q.JobClaimAged
     if settings.max_running is None:
         return records.claim_outcome(await ctx.db.fetch(statement, params))
     async with ctx.db.transaction() as conn:
@@ -53,18 +57,19 @@ async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int,
 
 
 def _runs(ctx: Context, queues: list[str]) -> list[list[str]]:
-    """The queues in order, in runs: each capped queue alone, consecutive uncapped ones together."""
+    """The queues in order, in runs: each capped or paced queue alone, consecutive plain ones
+    together."""
     runs: list[list[str]] = []
     for queue in queues:
-        if _capped(ctx, queue) or not runs or _capped(ctx, runs[-1][0]):
+        if _alone(ctx, queue) or not runs or _alone(ctx, runs[-1][0]):
             runs.append([queue])
         else:
             runs[-1].append(queue)
     return runs
 
 
-def _capped(ctx: Context, queue: str) -> bool:
-    return ctx.claim_settings.get(queue, ClaimSettings()).max_running is not None
+def _alone(ctx: Context, queue: str) -> bool:
+    return ctx.claim_settings.get(queue, ClaimSettings()).alone
 
 
 async def _claim_many(ctx: Context, req: ClaimRequest, queues: list[str], limit: int,
@@ -83,7 +88,8 @@ def _no_one(token_id: str) -> None:
 async def claim_once(ctx: Context, req: ClaimRequest, token_id: str | None = None,
                      revoked: Callable[[str], None] = _no_one) -> list[Lease]:
     """One pass over the queues in the order given (Faktory's strict order). A capped queue
-    (max_running) is claimed in its own transaction, under its lock; each run of uncapped
+    (max_running) is claimed in its own transaction, under its lock; a paced one (rate_limit)
+    by JobClaimPaced, alone (in that transaction if it is capped too); each run of plain
     queues between them in one statement.
 
     ``token_id``: the database access token the claim is made under (None: the environment's
@@ -102,6 +108,11 @@ async def claim_once(ctx: Context, req: ClaimRequest, token_id: str | None = Non
             break
         if len(run) == 1:
             outcome = await _claim_queue(ctx, req, run[0], room, token_id)
+            if outcome.held:
+                counters.rate_held(run[0], outcome.held)
+            if outcome.free_in_ms is not None and len(outcome.claimed) < room:
+                # Its rate_limit kept jobs back: waiters are rung when the window has room.
+                ctx.wakeups.paced(run[0], outcome.free_in_ms)
         else:
             outcome = await _claim_many(ctx, req, run, room, token_id)
         claimed.extend(outcome.claimed)

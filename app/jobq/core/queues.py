@@ -23,7 +23,8 @@ from jobq.store.records import JobCount, QueueRecord, QueueUsage
 log = logging.getLogger("jobq.queues")
 
 
-def _entry(q: QueueRecord, counts: list[JobCount], oldest_ms: int | None) -> dict[str, Any]:
+def _entry(q: QueueRecord, counts: list[JobCount], oldest_ms: int | None,
+           rate_use: dict[str, Any] | None = None) -> dict[str, Any]:
     by_status = {s.value: 0 for s in JobStatus}
     waiting_by_type: dict[str, int] = defaultdict(int)
     for c in counts:
@@ -36,16 +37,30 @@ def _entry(q: QueueRecord, counts: list[JobCount], oldest_ms: int | None) -> dic
         "counts": by_status,
         "waiting_by_type": dict(waiting_by_type),
         "oldest_waiting_ms": oldest_ms,
+        "rate_limit_use": rate_use if q.settings.get("rate_limit") is not None else None,
     }
 
 
+def _rate_use(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """QueueRateUse's rows by queue, as ``rate_limit_use`` shows them."""
+    return {r["queue"]: {"jobs": int(r["used"]), "keys": int(r["keys"]),
+                         "keys_at_limit": int(r["keys_full"]),
+                         "free_in_ms": None if r["free_in_ms"] is None else max(int(r["free_in_ms"]), 0)}
+            for r in rows}
+
+
+_NO_USE = {"jobs": 0, "keys": 0, "keys_at_limit": 0, "free_in_ms": None}
+
+
 def _merge(queues: list[QueueRecord], counts: list[JobCount],
-           oldest: list[records.QueueLag]) -> list[dict[str, Any]]:
+           oldest: list[records.QueueLag],
+           use: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     by_queue: dict[str, list[JobCount]] = defaultdict(list)
     for c in counts:
         by_queue[c.queue].append(c)
     lag = {r.queue: r.oldest_waiting_ms for r in oldest}
-    return [_entry(q, by_queue[q.name], lag.get(q.name)) for q in queues]
+    use = use or {}
+    return [_entry(q, by_queue[q.name], lag.get(q.name), use.get(q.name, _NO_USE)) for q in queues]
 
 
 async def list_queues(
@@ -68,8 +83,10 @@ async def list_queues(
         counts = [records.job_count(r) for r in await db.run(conn, Q.QueuePageCounts, {"queues": names})]
         oldest = [records.queue_lag(r)
                   for r in await db.run(conn, Q.QueuePageOldestWaiting, {"queues": names})]
+        paced = [q.name for q in queues if q.settings.get("rate_limit") is not None]
+        use = _rate_use(await db.run(conn, Q.QueueRateUse, {"queues": paced})) if paced else {}
     more = len(rows) > limit
-    return _merge(queues, counts, oldest), encode_cursor(names[-1]) if more else None
+    return _merge(queues, counts, oldest, use), encode_cursor(names[-1]) if more else None
 
 
 async def get_queue(ctx: Context, name: str) -> dict[str, Any]:
@@ -79,7 +96,9 @@ async def get_queue(ctx: Context, name: str) -> dict[str, Any]:
         counts = [records.job_count(r) for r in await db.run(conn, Q.QueueCounts, {"queue": name})]
         oldest = [records.queue_lag(r)
                   for r in await db.run(conn, Q.QueueOldestWaiting, {"queue": name})]
-    entries = _merge(queues, counts, oldest)
+        paced = [q.name for q in queues if q.settings.get("rate_limit") is not None]
+        use = _rate_use(await db.run(conn, Q.QueueRateUse, {"queues": paced})) if paced else {}
+    entries = _merge(queues, counts, oldest, use)
     if not entries:
         raise NotFound(f"queue {name!r} does not exist")
     return entries[0]

@@ -33,8 +33,9 @@ from jobq.domain.access import (
     token_id_of,
 )
 from jobq.domain.errors import NotFound
+from jobq.domain.rates import Bucket
 from jobq.store import records
-from jobq.store.db import Database
+from jobq.store.db import Database, dumps_json
 from jobq.store.queries import Q
 from jobq.store.records import TokenRecord
 
@@ -53,31 +54,46 @@ class TokenInfo:
     queues: str
     created_at: datetime
     revoked_at: datetime | None
+    enqueue_rate: Bucket | None = None
 
     def public(self) -> dict[str, object]:
         """As ``GET /v1/tokens`` and ``jobq tokens list --json`` show it."""
         return {"id": self.id, "name": self.name, "role": self.role.value, "queues": self.queues,
-                "created_at": self.created_at, "revoked_at": self.revoked_at}
+                "created_at": self.created_at, "revoked_at": self.revoked_at,
+                "enqueue_rate": None if self.enqueue_rate is None else self.enqueue_rate.as_json()}
 
 
 def _info(t: TokenRecord) -> TokenInfo:
     assert t.created_at is not None  # the listing's statements all return it
-    return TokenInfo(t.id, t.name, Role(t.role), t.queues, t.created_at, t.revoked_at)
+    return TokenInfo(t.id, t.name, Role(t.role), t.queues, t.created_at, t.revoked_at,
+                     Bucket.of(t.enqueue_rate))
 
 
-async def create(db: Database, role: Role, queues: str = "*",
-                 name: str | None = None) -> tuple[TokenInfo, str]:
-    """A new token: its listing, and the token itself, which is shown once and not kept."""
+async def create(db: Database, role: Role, queues: str = "*", name: str | None = None,
+                 enqueue_rate: Bucket | None = None) -> tuple[TokenInfo, str]:
+    """A new token: its listing, and the token itself, which is shown once and not kept.
+    ``enqueue_rate``: its own token bucket of enqueues (issue 29), on top of the queues'."""
     pattern = QueuePattern(queues)  # ValueError for a malformed one, before anything is written
     token_id, token = new_token()
+    rate = None if enqueue_rate is None else dumps_json(enqueue_rate.as_json())
     row = await db.fetch_one(Q.TokenInsert, {"id": token_id, "name": name, "role": role.value,
-                                             "queues": pattern.text, "hash": token_hash(token)})
+                                             "queues": pattern.text, "hash": token_hash(token),
+                                             "enqueue_rate": rate})
     assert row is not None
     return _info(records.token(row)), token
 
 
 async def list_all(db: Database) -> list[TokenInfo]:
     return [_info(records.token(r)) for r in await db.fetch(Q.TokenList)]
+
+
+async def set_rate(db: Database, token_id: str, enqueue_rate: Bucket | None) -> TokenInfo:
+    """Set or clear (None) a token's enqueue rate; every replica applies it within REFRESH_S."""
+    rate = None if enqueue_rate is None else dumps_json(enqueue_rate.as_json())
+    row = await db.fetch_one(Q.TokenSetRate, {"id": token_id, "enqueue_rate": rate})
+    if row is None:
+        raise NotFound(f"token {token_id!r} does not exist")
+    return _info(records.token(row))
 
 
 async def revoke(db: Database, token_id: str) -> TokenInfo:
@@ -177,8 +193,9 @@ class TokenTable:
         live: dict[str, _Live] = {}
         for t in map(records.token, await self.db.fetch(Q.TokensLive)):
             try:
-                principal = Principal(t.id, Role(t.role), QueuePattern(t.queues))
-            except ValueError:  # a row written by hand, wrongly: that token opens nothing
+                principal = Principal(t.id, Role(t.role), QueuePattern(t.queues),
+                                      Bucket.of(t.enqueue_rate))
+            except (ValueError, KeyError, TypeError):  # a row written by hand, wrongly: that token opens nothing
                 log.warning("token %s has an unusable role or queue pattern; it is ignored", t.id)
                 continue
             assert t.hash is not None  # TokensLive reads it

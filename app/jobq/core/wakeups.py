@@ -29,7 +29,9 @@ how many jobs each could hand out now and when its next delayed job becomes visi
 rings only that many waiters. It runs every SAFETY_RECHECK_S (the safety net for a NOTIFY
 lost when another process died between its commit and its NOTIFY: O(queues with waiters) per
 period, not O(waiters)), at a delayed job's visible time, BLOCKED_RECHECK_S after it saw jobs
-that a full ``max_running`` holds back (an ack frees a slot without ringing), and when a
+that a full ``max_running`` holds back (an ack frees a slot without ringing), at the moment a
+full ``rate_limit`` window has room again (``paced``: claims and readings of a paced queue say
+when, by the database's clock), and when a
 long-poll that found nothing is the first to wait on a queue it has not read lately (what it
 knows of delayed jobs may be old) or after a bell whose jobs it could not see (a count from
 another process, or none). What a reading finds may be of types the type-filtered waiters do
@@ -357,6 +359,15 @@ class Wakeups:
         for queue, at in later.items():
             self._look_at(queue, loop.time() + (at - now).total_seconds() + 0.001)
 
+    def paced(self, queue: str, free_in_ms: int) -> None:
+        """A claim or a reading found ``queue``'s rate_limit window full, with room again in
+        ``free_in_ms`` (the database's clock, so no skew): the watcher reads the queue then,
+        and rings as many waiters as the window has room for. Nothing rings in between: a
+        full window is a timer, not a reason to poll."""
+        loop_time = _loop_time()
+        if loop_time is not None:
+            self._look_at(queue, loop_time + max(free_in_ms, 0) / 1000 + 0.001)
+
     def revoked(self, owners: Set[str]) -> None:
         """Access tokens were revoked: wake the long-polls waiting under them, so they end
         (their claim checks the token) within the token table's refresh, not at the end of
@@ -580,9 +591,11 @@ class Wakeups:
         for q in queues:
             self._read_at[q] = now
         for row in rows:
-            queue, ready, visible, nxt = records.wake_reading(row)
+            queue, ready, visible, nxt, free_in_ms = records.wake_reading(row)
             if ready > 0:
                 self._wake(queue, ready, scout=True)
+            elif visible > 0 and free_in_ms is not None:
+                self.paced(queue, free_in_ms)  # a full rate_limit window: its timer, no polling
             elif visible > 0:
                 self._look_at(queue, now + BLOCKED_RECHECK_S)
             if nxt is not None:

@@ -15,6 +15,8 @@ import secrets
 from dataclasses import dataclass
 from enum import StrEnum
 
+from jobq.domain.rates import Bucket
+
 TOKEN_PREFIX = "jq"
 _ID_BYTES = 6  # 12 hex digits: enough never to collide in one deployment's token table
 _SECRET_BYTES = 32
@@ -145,6 +147,7 @@ class Principal:
     token_id: str | None  # None: local mode, or the bootstrap JOBQ_ADMIN_TOKEN
     role: Role
     queues: QueuePattern
+    enqueue_rate: Bucket | None = None  # the token's own rate of enqueues (issue 29)
 
     def may(self, roles: frozenset[Role]) -> bool:
         return self.role is Role.ADMIN or self.role in roles

@@ -7,6 +7,10 @@
     ├── IdempotencyConflict  same key in the queue, different type or payload
     ├── QueueNotEmpty        a queue's delete met jobs, schedules or topic subscriptions
     ├── QueueFull            the queue is at its max_depth
+    ├── Throttled            a rate limit or backpressure refused an enqueue; come back later
+    │   ├── QueueRateLimited     the queue's enqueue_rate
+    │   ├── TokenRateLimited     the access token's enqueue_rate
+    │   └── QueueOverloaded      the queue is past soft_depth or soft_lag_ms
     ├── Unauthorized         no token, or an unknown one
     ├── Forbidden            the token's role or queue pattern does not allow the call
     ├── InvalidInput         input that passed the schema but is still wrong (cron, timezone)
@@ -63,6 +67,28 @@ class QueueFull(JobqError):
     def __init__(self, detail: str, retry_after_s: int = 1) -> None:
         super().__init__(detail)
         self.retry_after_s = retry_after_s
+
+
+class Throttled(JobqError):
+    """An enqueue refused by a rate or by backpressure: nothing was enqueued, and sending it
+    again after ``retry_after_ms`` is expected to be accepted (for a rate: it will be, unless
+    others take the tokens first)."""
+
+    def __init__(self, detail: str, retry_after_ms: int) -> None:
+        super().__init__(detail)
+        self.retry_after_ms = retry_after_ms
+
+
+class QueueRateLimited(Throttled):
+    pass
+
+
+class TokenRateLimited(Throttled):
+    pass
+
+
+class QueueOverloaded(Throttled):
+    pass
 
 
 class Unauthorized(JobqError):

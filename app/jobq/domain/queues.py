@@ -33,6 +33,14 @@ class QueueSettings:
     """Completed and cancelled jobs are deleted this long after they finished."""
     dead_retention_ms: int = 30 * DAY_MS
     """Dead jobs are deleted this long after they died."""
+    rate_limit: dict[str, Any] | None = None
+    """The pace of claims (jobq.domain.rates.Pace as JSON); None: none."""
+    enqueue_rate: dict[str, Any] | None = None
+    """The producers' token bucket (jobq.domain.rates.Bucket as JSON); None: none."""
+    soft_depth: int | None = None
+    """Waiting jobs past which a growing share of enqueues is refused; None: off."""
+    soft_lag_ms: int | None = None
+    """Oldest waiting job's lag past which the same happens; None: off."""
 
     def as_params(self) -> dict[str, Any]:
         return asdict(self)

@@ -210,9 +210,147 @@ SELECT c.*, k.revoked AS token_revoked
  WHERE c.id IS NOT NULL OR k.revoked
  ORDER BY c.aged_key, c.id;
 
+-- name: JobClaimPaced
+-- JobClaim for a queue with a rate_limit: at most rate_limit.jobs jobs handed out in any window of per_ms (per key), enforced by this statement alone; both claim orders (aging or not).
+-- The window of each key is a row of rate_windows: the grants of the last per_ms (times and job
+-- counts, oldest first). The statement picks candidates (FOR UPDATE SKIP LOCKED, as JobClaim), then
+-- upserts the window row of each key it picked for (INSERT ... ON CONFLICT DO UPDATE). That upsert is
+-- the guarantee: PostgreSQL locks the row, and under READ COMMITTED evaluates the SET on its latest
+-- committed version, not on this statement's snapshot, so a claim on any replica that committed
+-- grants to the window first is counted; the lock is held to commit, so the next claim on the key
+-- waits for this one and counts it in turn. No read-then-write between statements, no race.
+-- The SET computes the grant at t = greatest(clock_timestamp(), the window's last grant): evaluated
+-- after the lock is taken, and never before an earlier grant, so grant times only grow in commit
+-- order, and "room = jobs - grants in (t - per_ms, t]" bounds every window of per_ms. The grant is
+-- appended even when 0 (RETURNING then says what this claim got); older entries with none are dropped,
+-- so a window holds at most jobs + 1 entries. Keys are locked in key order: claims never deadlock.
+-- What the snapshot knows of the windows only narrows the pick (a keyed claim skips keys whose window
+-- was full: their jobs would be locked for nothing, and one tenant's backlog must not hide another's).
+WITH q AS (
+    SELECT name, lease_ms, aging_ms IS NOT NULL AS aged,
+           (rate_limit ->> 'jobs')::integer AS jobs, (rate_limit ->> 'per_ms')::bigint AS per_ms,
+           rate_limit ->> 'key' AS key_of
+      FROM queues WHERE name = %(queue)s AND NOT paused
+),
+caller AS (  -- the claiming token, live at this statement's snapshot: see JobClaim
+    SELECT %(token_id)s::text IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM tokens t
+                            WHERE t.id = %(token_id)s::text AND t.revoked_at IS NULL) AS revoked
+),
+-- Keys whose window was full at the snapshot (keyed limits only: a claim without a key picks
+-- %(limit)s candidates and learns from its upsert how many it may take).
+full_keys AS (
+    SELECT coalesce(array_agg(w.key), '{}') AS keys
+      FROM q JOIN rate_windows w ON w.queue = q.name
+     WHERE q.key_of IS NOT NULL
+       AND jobq_window_free_at(w.grant_at, w.grant_n, q.jobs, q.per_ms, clock_timestamp()) IS NOT NULL
+),
+-- Candidates in claim order, each with its key: the job type, a top-level payload field
+-- ("payload.<field>", its text; a job without it has key ''), or '' for a limit without key.
+-- Two branches gated on aging as in JobClaimMany (FOR UPDATE cannot apply to a UNION's inputs).
+-- The queue's settings come in as scalar subqueries, never as a join: evaluated once, the gate is
+-- a one-time filter, and the branch that is off reads no row (joined to q, it walked the index).
+picked AS (
+    SELECT c.id, c.key, row_number() OVER (PARTITION BY c.key ORDER BY c.ord) AS rank
+      FROM (
+           SELECT a.id, a.key, row_number() OVER () AS ord FROM (
+                  SELECT j.id, coalesce(CASE WHEN (SELECT key_of FROM q) = 'type' THEN j.type
+                                             ELSE j.payload ->> substr((SELECT key_of FROM q), 9) END, '') AS key
+                    FROM jobs j
+                   WHERE j.queue = %(queue)s AND NOT (SELECT aged FROM q)
+                     AND j.status IN ('pending', 'failed') AND j.lease_expiries >= 0
+                     AND j.visible_at <= now()
+                     AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
+                     AND NOT (SELECT revoked FROM caller)
+                     AND coalesce(CASE WHEN (SELECT key_of FROM q) = 'type' THEN j.type
+                                       ELSE j.payload ->> substr((SELECT key_of FROM q), 9) END, '')
+                         <> ALL ((SELECT keys FROM full_keys)::text[])
+                   ORDER BY j.priority DESC, j.visible_at, j.id
+                   LIMIT (SELECT %(limit)s::bigint)  -- hidden from the planner: see JobClaim's note
+                     FOR UPDATE OF j SKIP LOCKED) AS a
+           UNION ALL
+           SELECT b.id, b.key, row_number() OVER () AS ord FROM (
+                  SELECT j.id, coalesce(CASE WHEN (SELECT key_of FROM q) = 'type' THEN j.type
+                                             ELSE j.payload ->> substr((SELECT key_of FROM q), 9) END, '') AS key
+                    FROM jobs j
+                   WHERE j.queue = %(queue)s AND (SELECT aged FROM q)
+                     AND j.status IN ('pending', 'failed') AND j.visible_at <= now()
+                     AND j.aged_key IS NOT NULL
+                     AND (%(types)s::text[] IS NULL OR j.type = ANY(%(types)s::text[]))
+                     AND NOT (SELECT revoked FROM caller)
+                     AND coalesce(CASE WHEN (SELECT key_of FROM q) = 'type' THEN j.type
+                                       ELSE j.payload ->> substr((SELECT key_of FROM q), 9) END, '')
+                         <> ALL ((SELECT keys FROM full_keys)::text[])
+                   ORDER BY j.aged_key, j.id
+                   LIMIT (SELECT %(limit)s::bigint)
+                     FOR UPDATE OF j SKIP LOCKED) AS b) AS c
+),
+wanted AS (
+    SELECT p.key, count(*)::integer AS n FROM picked p GROUP BY p.key
+),
+-- The grant, per key: see the note above. A new key's window starts with this claim's grant; the
+-- inserted row carries what the claim wants in grant_n, for the DO UPDATE to read as EXCLUDED.
+granted AS (
+    INSERT INTO rate_windows AS w (queue, key, grant_at, grant_n)
+    SELECT q.name, k.key, ARRAY[clock_timestamp()], ARRAY[least(k.n, q.jobs)]
+      FROM wanted k, q
+     WHERE q.jobs IS NOT NULL
+     ORDER BY k.key
+    ON CONFLICT (queue, key) DO UPDATE
+       SET (grant_at, grant_n) = (
+           SELECT ARRAY(SELECT e.at FROM unnest(w.grant_at, w.grant_n) WITH ORDINALITY AS e(at, n, i)
+                         WHERE e.n > 0 AND e.at > s.since ORDER BY e.i) || s.t,
+                  ARRAY(SELECT e.n FROM unnest(w.grant_at, w.grant_n) WITH ORDINALITY AS e(at, n, i)
+                         WHERE e.n > 0 AND e.at > s.since ORDER BY e.i)
+                  || greatest(least(excluded.grant_n[1], (SELECT jobs FROM q)
+                                    - jobq_window_used(w.grant_at, w.grant_n, s.since)), 0)::integer
+             FROM (SELECT x.t, x.t - make_interval(secs => (SELECT per_ms FROM q) / 1000.0) AS since
+                     FROM (SELECT greatest(clock_timestamp(), w.grant_at[cardinality(w.grant_at)]) AS t) AS x
+                  ) AS s)
+    RETURNING w.key, w.grant_n[cardinality(w.grant_n)] AS n,
+              jobq_window_free_at(w.grant_at, w.grant_n, (SELECT jobs FROM q), (SELECT per_ms FROM q),
+                                  w.grant_at[cardinality(w.grant_at)]) AS free_at
+),
+-- The candidates the limit lets through: the first n of each key in claim order (all of them
+-- when the queue has no limit any more: the process read its settings before the change).
+allowed AS (
+    SELECT p.id FROM picked p LEFT JOIN granted g ON g.key = p.key
+     WHERE (SELECT jobs FROM q) IS NULL OR p.rank <= g.n
+),
+claimed AS (
+    UPDATE jobs j
+       SET status       = 'running',
+           attempt      = j.attempt + 1,
+           lease_token  = nextval('jobs_lease_token_seq'),
+           lease_ms     = coalesce(%(lease_ms)s, (SELECT lease_ms FROM q)),
+           locked_until = now() + make_interval(secs => coalesce(%(lease_ms)s, (SELECT lease_ms FROM q)) / 1000.0),
+           worker_id    = %(worker_id)s,
+           claimed_at   = now()
+     WHERE j.id = ANY (ARRAY(SELECT id FROM allowed))
+    RETURNING j.*
+),
+-- How many candidates the limit held back, and in how many ms (by the database's clock) a window
+-- this claim found full next has room: the service's wake-up timer for the claims that wait.
+pace AS (
+    SELECT (SELECT count(*) FROM picked) - (SELECT count(*) FROM allowed) AS held,
+           (extract(epoch FROM least(
+                (SELECT min(g.free_at) FROM granted g),
+                (SELECT min(jobq_window_free_at(w.grant_at, w.grant_n, q.jobs, q.per_ms, clock_timestamp()))
+                   FROM q JOIN rate_windows w ON w.queue = q.name
+                  WHERE q.jobs IS NOT NULL AND (q.key_of IS NOT NULL OR w.key = ''))
+           ) - clock_timestamp()) * 1000)::bigint AS free_in_ms
+)
+-- As JobClaim's, and one row with NULL job columns when nothing was leased but the limit held
+-- something back or will free room (the caller sets its timer from it).
+SELECT c.*, k.revoked AS token_revoked, p.held AS _held, p.free_in_ms AS _free_in_ms
+  FROM caller k CROSS JOIN pace p LEFT JOIN claimed c ON true
+ WHERE c.id IS NOT NULL OR k.revoked OR p.held > 0 OR p.free_in_ms IS NOT NULL
+ ORDER BY CASE WHEN (SELECT aged FROM q) THEN c.aged_key END, c.priority DESC, c.visible_at, c.id;
+
 -- name: QueueCaps
--- The settings a claim needs to pick its statement: running cap and aging.
-SELECT name, max_running, aging_ms FROM queues WHERE name = ANY(%(queues)s::text[]);
+-- The settings a claim or an enqueue needs to pick its statements: running cap, aging, whether claims are paced (rate_limit), the enqueue rate and the soft thresholds.
+SELECT name, max_running, aging_ms, rate_limit IS NOT NULL AS paced, enqueue_rate, soft_depth, soft_lag_ms
+  FROM queues WHERE name = ANY(%(queues)s::text[]);
 
 -- name: QueueRunningSlots
 -- How many more jobs a queue with max_running may start now; run after QueueClaimLock in the same transaction.
@@ -778,23 +916,28 @@ SELECT queue, type, status, sum(n)::bigint AS n FROM job_counts
  GROUP BY queue, type, status HAVING sum(n) <> 0;
 
 -- name: TokenInsert
--- A new token: its id, name, role, queue pattern and the hash of its secret.
-INSERT INTO tokens (id, name, role, queues, hash)
-VALUES (%(id)s, %(name)s, %(role)s, %(queues)s, %(hash)s)
-RETURNING id, name, role, queues, created_at, revoked_at;
+-- A new token: its id, name, role, queue pattern, enqueue rate (JSON, or NULL) and the hash of its secret.
+INSERT INTO tokens (id, name, role, queues, hash, enqueue_rate)
+VALUES (%(id)s, %(name)s, %(role)s, %(queues)s, %(hash)s, %(enqueue_rate)s::jsonb)
+RETURNING id, name, role, queues, created_at, revoked_at, enqueue_rate;
 
 -- name: TokenList
 -- Every token ever created, newest first; never the hash.
-SELECT id, name, role, queues, created_at, revoked_at FROM tokens ORDER BY created_at DESC, id;
+SELECT id, name, role, queues, created_at, revoked_at, enqueue_rate FROM tokens ORDER BY created_at DESC, id;
 
 -- name: TokenRevoke
 -- Revoke a token (a second revoke keeps the first time). No row: no such token.
 UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = %(id)s
-RETURNING id, name, role, queues, created_at, revoked_at;
+RETURNING id, name, role, queues, created_at, revoked_at, enqueue_rate;
+
+-- name: TokenSetRate
+-- Set (or clear, NULL) a token's enqueue rate. No row: no such token.
+UPDATE tokens SET enqueue_rate = %(enqueue_rate)s::jsonb WHERE id = %(id)s
+RETURNING id, name, role, queues, created_at, revoked_at, enqueue_rate;
 
 -- name: TokensLive
 -- What each replica keeps in memory to check requests against, re-read every half second.
-SELECT id, role, queues, hash FROM tokens WHERE revoked_at IS NULL;
+SELECT id, role, queues, hash, enqueue_rate FROM tokens WHERE revoked_at IS NULL;
 
 -- name: TokensEver
 -- Whether any token was ever created, revoked ones included: local mode is only for a database that never had one.
@@ -1151,11 +1294,27 @@ SELECT s.relname AS name, p.relname AS parent, s.n_live_tup, s.n_dead_tup, s.n_m
 -- name: QueueWakeCheck
 -- For the queues idle long-polls wait on, one row per unpaused queue: how many waiting jobs a claim could take now (counted up to its cap, within max_running), how many are visible now, and when the next delayed one becomes visible (jobs_waiting_idx).
 -- "attempt >= 0" (always true) is what lets these reads use jobs_waiting_idx (see QueueOldestWaiting).
+-- A paced queue without a key counts only the room its window has now (and says in how many ms a
+-- full one has room again, the watcher's timer); with a key it cannot tell whose jobs are visible,
+-- and counts them all (the claims it rings say when their keys' windows free).
 SELECT q.name AS queue,
-       CASE WHEN q.max_running IS NULL THEN v.visible
-            ELSE least(v.visible, greatest(q.max_running - coalesce(
-                   (SELECT sum(c.n) FROM job_counts c WHERE c.queue = q.name AND c.status = 'running'), 0), 0))
-       END AS ready,
+       least(v.visible,
+             CASE WHEN q.max_running IS NOT NULL
+                  THEN greatest(q.max_running - coalesce(
+                         (SELECT sum(c.n) FROM job_counts c WHERE c.queue = q.name AND c.status = 'running'), 0), 0)
+             END,
+             CASE WHEN q.rate_limit IS NOT NULL AND q.rate_limit ->> 'key' IS NULL
+                  THEN greatest((q.rate_limit ->> 'jobs')::integer - coalesce(
+                         (SELECT jobq_window_used(w.grant_at, w.grant_n, clock_timestamp()
+                                 - make_interval(secs => (q.rate_limit ->> 'per_ms')::bigint / 1000.0))
+                            FROM rate_windows w WHERE w.queue = q.name AND w.key = ''), 0), 0)
+             END) AS ready,
+       CASE WHEN q.rate_limit IS NOT NULL AND q.rate_limit ->> 'key' IS NULL THEN
+            (SELECT (extract(epoch FROM jobq_window_free_at(w.grant_at, w.grant_n, (q.rate_limit ->> 'jobs')::integer,
+                                                            (q.rate_limit ->> 'per_ms')::bigint, clock_timestamp())
+                                        - clock_timestamp()) * 1000)::bigint
+               FROM rate_windows w WHERE w.queue = q.name AND w.key = '')
+       END AS free_in_ms,
        v.visible,
        (SELECT j.visible_at FROM jobs j
          WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
@@ -1306,3 +1465,83 @@ SELECT coalesce(sum(pg_total_relation_size(c.oid)) FILTER (WHERE c.relname = 'jo
   FROM pg_class c
  WHERE c.oid = 'jobs'::regclass OR c.oid = 'job_keys'::regclass
     OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'jobs_history'::regclass);
+
+-- name: EnqueueBucketsTake
+-- Take %(takes)s' jobs from the token buckets of enqueue rates (a queue's, a token's), in the caller's transaction; returns each bucket's tokens after the take, negative when it was short (the caller then rolls back, which undoes every take).
+-- One upsert: PostgreSQL locks each bucket's row and evaluates the SET on its latest committed
+-- version (READ COMMITTED), so enqueues on every replica take from the same tokens, each after the
+-- last; the lock is held to commit. Refill is lazy: the tokens at "at", plus jobs/per_ms for each
+-- ms since, up to the burst. "at" never goes back (greatest), so a take never refills twice.
+-- Buckets are locked in (kind, name) order: two batches naming the same ones never deadlock.
+WITH t AS (
+    SELECT * FROM jsonb_to_recordset(%(takes)s::jsonb)
+                  AS t(kind text, name text, n integer, jobs integer, per_ms bigint, burst integer)
+)
+INSERT INTO enqueue_buckets AS b (kind, name, tokens, at)
+SELECT t.kind, t.name, t.burst - t.n, clock_timestamp() FROM t ORDER BY t.kind, t.name
+ON CONFLICT (kind, name) DO UPDATE
+   SET (tokens, at) = (
+       SELECT least(t.burst::float8, b.tokens + extract(epoch FROM greatest(s.at - b.at, '0'::interval))
+                                                * 1000.0 * t.jobs / t.per_ms) - t.n,
+              s.at
+         FROM t, (SELECT greatest(clock_timestamp(), b.at) AS at) AS s
+        WHERE t.kind = b.kind AND t.name = b.name)
+RETURNING b.kind, b.name, b.tokens;
+
+-- name: QueuePressure
+-- Waiting depth (the counters) and the oldest claimable job's lag, in ms, of queues with soft thresholds: what adaptive backpressure reads, at most every few hundred ms per queue and process.
+SELECT q.name AS queue,
+       (SELECT coalesce(sum(c.n), 0) FROM job_counts c
+         WHERE c.queue = q.name AND c.status IN ('pending', 'failed'))::bigint AS depth,
+       (SELECT (extract(epoch FROM now() - greatest(j.visible_at, '0001-01-01 00:00:00+00')) * 1000)::bigint
+          FROM jobs j
+         WHERE j.queue = q.name AND j.status IN ('pending', 'failed') AND j.attempt >= 0
+           AND j.visible_at <= now() AND NOT q.paused
+         ORDER BY j.visible_at LIMIT 1) AS lag_ms
+  FROM queues q WHERE q.name = ANY(%(queues)s::text[]);
+
+-- name: QueueRateUse
+-- The current use of the rate_limit of each of %(queues)s that has one: jobs handed out in the last per_ms (the busiest key's, for a keyed limit), keys with a grant in that window, keys at the limit, and in how many ms a full window has room again.
+SELECT q.name AS queue,
+       coalesce(max(u.used), 0)::bigint AS used,
+       count(u.key) FILTER (WHERE u.used > 0) AS keys,
+       count(u.key) FILTER (WHERE u.used >= (q.rate_limit ->> 'jobs')::integer) AS keys_full,
+       min(u.free_in_ms) AS free_in_ms
+  FROM queues q
+  LEFT JOIN LATERAL (
+       SELECT w.key,
+              jobq_window_used(w.grant_at, w.grant_n, clock_timestamp()
+                               - make_interval(secs => (q.rate_limit ->> 'per_ms')::bigint / 1000.0)) AS used,
+              (extract(epoch FROM jobq_window_free_at(w.grant_at, w.grant_n, (q.rate_limit ->> 'jobs')::integer,
+                                                      (q.rate_limit ->> 'per_ms')::bigint, clock_timestamp())
+                                  - clock_timestamp()) * 1000)::bigint AS free_in_ms
+         FROM rate_windows w
+        WHERE w.queue = q.name AND ((q.rate_limit ->> 'key') IS NOT NULL OR w.key = '')) AS u ON true
+ WHERE q.name = ANY(%(queues)s::text[]) AND q.rate_limit IS NOT NULL
+ GROUP BY q.name, q.rate_limit;
+
+-- name: RateStateForget
+-- The duties leader's upkeep: delete the rate_limit windows whose every grant has left the window (or whose queue has no limit, or no key, any more), and the enqueue buckets that have refilled to their burst or belong to no rate; a claim or enqueue that comes later makes its row again. Returns how many went.
+-- A row a claim rewrites meanwhile is re-checked on its new version (READ COMMITTED) and kept.
+WITH windows AS (
+    DELETE FROM rate_windows w USING queues q
+     WHERE w.queue = q.name
+       AND (q.rate_limit IS NULL
+            OR (w.key <> '' AND q.rate_limit ->> 'key' IS NULL)
+            OR coalesce(w.grant_at[cardinality(w.grant_at)], '-infinity')
+               <= now() - make_interval(secs => (q.rate_limit ->> 'per_ms')::bigint / 1000.0))
+    RETURNING 1
+),
+buckets AS (  -- kept only while a rate applies to it and it has not refilled to its burst
+    DELETE FROM enqueue_buckets b
+     WHERE NOT EXISTS (
+           SELECT 1 FROM (SELECT q.enqueue_rate AS r FROM queues q WHERE b.kind = 'queue' AND q.name = b.name
+                          UNION ALL
+                          SELECT t.enqueue_rate FROM tokens t WHERE b.kind = 'token' AND t.id = b.name) AS x
+            WHERE x.r IS NOT NULL
+              AND b.tokens + extract(epoch FROM now() - b.at) * 1000.0 * (x.r ->> 'jobs')::float8
+                             / (x.r ->> 'per_ms')::float8
+                  < coalesce((x.r ->> 'burst')::float8, (x.r ->> 'jobs')::float8))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM windows) + (SELECT count(*) FROM buckets) AS n;

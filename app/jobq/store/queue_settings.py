@@ -7,13 +7,17 @@ import logging
 import time
 from typing import Any
 
-from jobq.store.db import Database
+from sqlalchemy.dialects.postgresql import JSONB
+
+from jobq.store.db import Database, dumps_json
 from jobq.store.queries import Q
 from jobq.store.tables import queues
 
 log = logging.getLogger("jobq.store")
 
 _COLUMNS = frozenset(c.name for c in queues.columns) - {"name", "created_at"}
+# Settings that are JSON objects (the rate limits), sent as JSON text.
+_JSON = frozenset(c.name for c in queues.columns if isinstance(c.type, JSONB))
 # How often a change of aging_ms looks whether the writers it waits for have finished.
 _WRITERS_POLL_S = 0.01
 
@@ -25,10 +29,12 @@ async def update(db: Database, name: str, changes: dict[str, Any]) -> None:
     unknown = set(changes) - _COLUMNS
     if unknown:  # column names are never taken from a client
         raise ValueError(f"unknown queue settings {sorted(unknown)}")
-    assignments = ", ".join(f"{k} = %({k})s" for k in changes)
+    assignments = ", ".join(f"{k} = %({k})s::jsonb" if k in _JSON else f"{k} = %({k})s"
+                            for k in changes)
+    values = {k: dumps_json(v) if k in _JSON and v is not None else v for k, v in changes.items()}
     async with db.transaction() as conn:
         await db.run(conn, f"UPDATE queues SET {assignments} WHERE name = %(queue)s",
-                     {**changes, "queue": name})
+                     {**values, "queue": name})
         if "aging_ms" in changes:
             await db.run(conn, Q.QueueAgedKeysReset, {"queue": name})
     if "aging_ms" in changes:

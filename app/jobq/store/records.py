@@ -148,10 +148,14 @@ class Claimed(NamedTuple):
 
 class ClaimOutcome(NamedTuple):
     """What one claim statement did: the jobs it leased, and whether it found the claiming
-    token revoked (then it leased nothing)."""
+    token revoked (then it leased nothing). A paced claim (JobClaimPaced) also says how many
+    claimable jobs its queue's rate_limit held back, and in how many ms a window it found full
+    has room again (None: none was full)."""
 
     claimed: list[Claimed]
     token_revoked: bool
+    held: int = 0
+    free_in_ms: int | None = None
 
 
 NOTHING_CLAIMED = ClaimOutcome([], False)
@@ -162,12 +166,15 @@ def claim_outcome(rows: Iterable[Row]) -> ClaimOutcome:
     (job columns NULL) that says the token was revoked at the statement's snapshot."""
     out: list[Claimed] = []
     revoked = False
+    held, free_in_ms = 0, None
     for r in rows:
+        if "_held" in r:  # JobClaimPaced: on every row, and on its one row without a job
+            held, free_in_ms = int(r["_held"] or 0), r["_free_in_ms"]
         if r["token_revoked"]:
             revoked = True
-        else:
+        elif r["id"] is not None:
             out.append(Claimed(lease(r), change(r)))
-    return ClaimOutcome(out, revoked)
+    return ClaimOutcome(out, revoked, held, free_in_ms)
 
 
 class LeaseState(NamedTuple):
@@ -266,10 +273,15 @@ class QueueCaps(NamedTuple):
     name: str
     max_running: int | None
     aging_ms: int | None
+    paced: bool
+    enqueue_rate: dict[str, Any] | None
+    soft_depth: int | None
+    soft_lag_ms: int | None
 
 
 def queue_caps(row: Row) -> QueueCaps:
-    return QueueCaps(row["name"], row["max_running"], row["aging_ms"])
+    return QueueCaps(row["name"], row["max_running"], row["aging_ms"], bool(row["paced"]),
+                     row["enqueue_rate"], row["soft_depth"], row["soft_lag_ms"])
 
 
 class QueueRecord(NamedTuple):
@@ -337,12 +349,13 @@ class TokenRecord(NamedTuple):
     created_at: datetime | None
     revoked_at: datetime | None
     hash: str | None
+    enqueue_rate: dict[str, Any] | None = None
 
 
 def token(row: Row) -> TokenRecord:
     get = row.get
     return TokenRecord(row["id"], get("name"), row["role"], row["queues"], get("created_at"),
-                       get("revoked_at"), get("hash"))
+                       get("revoked_at"), get("hash"), get("enqueue_rate"))
 
 
 class WorkerSeen(NamedTuple):
@@ -469,7 +482,9 @@ class WakeReading(NamedTuple):
     ready: int
     visible: int
     next_visible_at: datetime | None
+    free_in_ms: int | None = None  # a paced queue's full window has room again in this many ms
 
 
 def wake_reading(row: Row) -> WakeReading:
-    return WakeReading(row["queue"], int(row["ready"]), int(row["visible"]), row["next_visible_at"])
+    return WakeReading(row["queue"], int(row["ready"]), int(row["visible"]), row["next_visible_at"],
+                       row["free_in_ms"])

@@ -58,6 +58,11 @@ queues = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("retention_ms", BigInteger, nullable=False, server_default=_default("retention_ms")),
     Column("dead_retention_ms", BigInteger, nullable=False, server_default=_default("dead_retention_ms")),
+    # Rate limits (migration 0014): objects of jobq.domain.rates, null for none.
+    Column("rate_limit", JSONB, nullable=True),
+    Column("enqueue_rate", JSONB, nullable=True),
+    Column("soft_depth", BigInteger, nullable=True),
+    Column("soft_lag_ms", BigInteger, nullable=True),
 )
 
 jobs = Table(
@@ -202,6 +207,7 @@ tokens = Table(
     Column("hash", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("enqueue_rate", JSONB, nullable=True),  # migration 0014: jobq.domain.rates.Bucket
     CheckConstraint("role IN ('producer', 'worker', 'admin')", name="tokens_role_check"),
 )
 
@@ -258,5 +264,29 @@ workers = Table(
     Column("state", Text, nullable=True),
     Column("last_seen_at", DateTime(timezone=True), nullable=False, server_default=text("now()")),
     CheckConstraint(f"state IN {WORKER_STATES_SQL}", name="workers_state_check"),
+    postgresql_with={"fillfactor": "50"},
+)
+
+
+# A paced queue's grants of the last per_ms, per key (migration 0014; JobClaimPaced).
+rate_windows = Table(
+    "rate_windows",
+    metadata,
+    Column("queue", Text, ForeignKey("queues.name", ondelete="CASCADE"), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("grant_at", ARRAY(DateTime(timezone=True)), nullable=False, server_default=text("'{}'")),
+    Column("grant_n", ARRAY(Integer), nullable=False, server_default=text("'{}'")),
+    postgresql_with={"fillfactor": "50"},
+)
+
+# Token buckets of enqueue rates, per queue or access token (migration 0014; EnqueueBucketsTake).
+enqueue_buckets = Table(
+    "enqueue_buckets",
+    metadata,
+    Column("kind", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("tokens", Double, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("kind IN ('queue', 'token')", name="enqueue_buckets_kind_check"),
     postgresql_with={"fillfactor": "50"},
 )

@@ -182,6 +182,8 @@ class _GaveUp(Exception):
 
 
 _TRANSIENT = (TransportError, RetryableError, ServerError)
+# Results JSON takes as they are (exact types: a subclass may encode otherwise).
+_PLAIN: Final = (str, int, bool)
 # What the acker answers for a lease whose job it had already completed (a lease_lost with
 # already_completed: the retry of an ack whose answer was lost), as opposed to a lost lease.
 ALREADY_STORED = "already_completed"
@@ -343,6 +345,7 @@ class Worker:
         self._claim_aborted = False
         self._claimer: asyncio.Task[None] | None = None
         self._beat_tasks: set[asyncio.Task[None]] = set()
+        self._beat_wake = float("inf")  # loop time the heartbeat loop wakes up next, at the latest
         self._report_deadline = float("inf")
         self._signals = 0
         self._fatal: APIError | None = None
@@ -563,7 +566,8 @@ class Worker:
             next_beat=self._loop.time() + lease_s * HEARTBEAT_FRACTION,
         )
         self._running[lease.lease_id] = r
-        self._beats_changed.set()
+        if r.next_beat < self._beat_wake:  # else the heartbeat loop wakes in time for it
+            self._beats_changed.set()
         log.debug(
             "job %s (%s): claimed, attempt %d", lease.job.id, lease.job.type, lease.job.attempt
         )
@@ -625,9 +629,10 @@ class Worker:
             except Exception:
                 log.exception("job %s: reporting its outcome failed; the lease will expire", job.id)
         finally:
+            # No wake for the heartbeat loop: a lease gone needs no beat, and waking it to
+            # find that out costs a pass over every lease held, per job.
             self._running.pop(r.lease.lease_id, None)
             self._slot_freed.set()
-            self._beats_changed.set()
 
     async def _call_handler(self, r: _Running) -> _Ack | _Fail:
         job = r.lease.job
@@ -657,6 +662,8 @@ class Worker:
                 "declare it `async def` so the worker awaits it",
                 retry=False,
             )
+        if value is None or type(value) in _PLAIN:
+            return _Ack(value)  # JSON as it is: no trial encoding (most handlers return None)
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -789,6 +796,7 @@ class Worker:
             upcoming = [r.next_beat for r in waiting if not r.beating and r.next_beat != float("inf")]
             self._beats_changed.clear()
             timeout = max(0.0, min(upcoming) - now) if upcoming else None
+            self._beat_wake = float("inf") if timeout is None else now + timeout
             await _wait_event(self._beats_changed, timeout)
 
     async def _beat(self, r: _Running) -> None:
@@ -915,7 +923,6 @@ class Worker:
                 await self._send_release(r, _Release("shutdown, never started", UNSTARTED_ERROR))
         finally:
             self._running.pop(r.lease.lease_id, None)
-            self._beats_changed.set()
 
 
 def _fail_outcome(failure: _Fail, answered: Job) -> str:

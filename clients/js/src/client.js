@@ -37,6 +37,15 @@ const QUEUE_SETTINGS = {
   maxRunning: "max_running",
   retentionMs: "retention_ms",
   deadRetentionMs: "dead_retention_ms",
+  rateLimit: "rate_limit",
+  enqueueRate: "enqueue_rate",
+  softDepth: "soft_depth",
+  softLagMs: "soft_lag_ms",
+};
+// The settings that are objects, and their own fields (camelCase -> the API's).
+const RATE_FIELDS = {
+  rateLimit: { jobs: "jobs", perMs: "per_ms", key: "key" },
+  enqueueRate: { jobs: "jobs", perMs: "per_ms", burst: "burst" },
 };
 
 /** The service's base URL, refused at once when it is not an absolute http(s) URL. */
@@ -102,7 +111,25 @@ export function queueSettingsBody(settings) {
     if (!Object.hasOwn(QUEUE_SETTINGS, key)) {
       throw new TypeError(`unknown queue setting ${key} (one of ${Object.keys(QUEUE_SETTINGS).join(", ")})`);
     }
-    body[QUEUE_SETTINGS[key]] = value;
+    body[QUEUE_SETTINGS[key]] = Object.hasOwn(RATE_FIELDS, key) ? rateBody(key, value) : value;
+  }
+  return body;
+}
+
+/** `{ jobs, perMs, key }` or `{ jobs, perMs, burst }` as the API takes it; null (none) as is. */
+function rateBody(setting, value) {
+  if (value === null) return null;
+  if (typeof value !== "object" || Array.isArray(value)) {
+    throw new TypeError(`${setting} must be an object such as { jobs: 10, perMs: 1000 }, or null`);
+  }
+  const fields = RATE_FIELDS[setting];
+  const body = {};
+  for (const [key, v] of Object.entries(value)) {
+    if (v === undefined) continue;
+    if (!Object.hasOwn(fields, key)) {
+      throw new TypeError(`unknown ${setting} field ${key} (one of ${Object.keys(fields).join(", ")})`);
+    }
+    body[fields[key]] = v;
   }
   return body;
 }
@@ -144,8 +171,10 @@ export class Client {
   /**
    * `url`: the service's root (http://127.0.0.1:8000). `token`: sent as a Bearer token;
    * without it, JOBQ_TOKEN from the environment is (`token: ""` sends none).
-   * `retryOverloadMs`: let each call wait out 429 and 503 answers, sleeping their
-   * Retry-After, for at most this long in all (default 0: they throw at once).
+   * `retryOverloadMs`: let each call wait out 429 and 503 answers (queue_full, the enqueue
+   * rates, queue_overloaded, unavailable), sleeping the wait each asks for (`retry_after_ms`
+   * to the millisecond, else Retry-After), for at most this long in all (default 0: they
+   * throw at once).
    * `timeoutMs`: per request (a long-poll claim gets its waitMs on top).
    * `fetch`: a fetch of your own (a test double, a proxy-aware one).
    */
@@ -324,8 +353,9 @@ export class Client {
     return this.request("GET", path("queues", name));
   }
 
-  /** Change the settings given (camelCase: maxDepth, paused, leaseMs ...; null means no
-   * limit or off where the API allows it). Creates the queue if needed. */
+  /** Change the settings given (camelCase: maxDepth, paused, leaseMs ..., rateLimit:
+   * { jobs, perMs, key }, enqueueRate: { jobs, perMs, burst }, softDepth, softLagMs; null
+   * means no limit or off where the API allows it). Creates the queue if needed. */
   async updateQueue(name, settings) {
     return this.request("PATCH", path("queues", name), { body: queueSettingsBody(settings) });
   }

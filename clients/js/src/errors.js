@@ -18,6 +18,10 @@
 //       ├── PayloadTooLarge       413 payload_too_large
 //       ├── RetryableError        come back later: `retryAfterMs` (null when not said)
 //       │   ├── QueueFull             429 queue_full
+//       │   ├── RateLimited           429: an enqueue rate holds fewer jobs than the request
+//       │   │   ├── QueueRateLimited      queue_rate_limited: the queue's enqueue_rate
+//       │   │   └── TokenRateLimited      token_rate_limited: the access token's enqueue_rate
+//       │   ├── Overloaded            429 queue_overloaded: past the queue's soft thresholds
 //       │   └── Unavailable           503 unavailable, too_many_long_polls
 //       └── ServerError           any other 5xx
 //
@@ -114,6 +118,18 @@ export class RetryableError extends APIError {
 }
 
 export class QueueFull extends RetryableError {}
+
+/** An enqueue rate (a token bucket) holds fewer jobs than the request brought; nothing was
+ * enqueued. `retryAfterMs`: when it holds them all, to the millisecond (unless other
+ * producers take from it meanwhile). `code` (or the subclass) says whose rate it is. */
+export class RateLimited extends RetryableError {}
+export class QueueRateLimited extends RateLimited {}
+export class TokenRateLimited extends RateLimited {}
+
+/** The queue is past its soft_depth or soft_lag_ms and this enqueue fell in the share
+ * refused to slow producers down; nothing was enqueued. */
+export class Overloaded extends RetryableError {}
+
 export class Unavailable extends RetryableError {}
 export class ServerError extends APIError {}
 
@@ -129,6 +145,9 @@ const BY_CODE = {
   queue_not_empty: QueueNotEmpty,
   payload_too_large: PayloadTooLarge,
   queue_full: QueueFull,
+  queue_rate_limited: QueueRateLimited,
+  token_rate_limited: TokenRateLimited,
+  queue_overloaded: Overloaded,
   unavailable: Unavailable,
   // A long-poll past the service's cap of waiting claims: come back after Retry-After.
   too_many_long_polls: Unavailable,
@@ -163,6 +182,14 @@ export function parseRetryAfter(value, now = Date.now()) {
   return Number.isNaN(when) ? null : Math.max(0, when - now);
 }
 
+/** How long a retryable answer asks to wait, in ms: the body's `retry_after_ms` (the rate
+ * limits' exact wait) when present, else the Retry-After header (whole seconds). */
+export function retryAfterMs(body, headers, now = Date.now()) {
+  const ms = body.retry_after_ms;
+  if (Number.isInteger(ms) && ms >= 0) return ms;
+  return parseRetryAfter(headers.get("retry-after"), now);
+}
+
 /** The typed error for an answer with an error status, its body already read as text. */
 export function errorFromAnswer(status, statusText, headers, text) {
   let body = {};
@@ -182,7 +209,7 @@ export function errorFromAnswer(status, statusText, headers, text) {
     body,
   };
   if (Cls === RetryableError || Cls.prototype instanceof RetryableError) {
-    return new Cls(fields, parseRetryAfter(headers.get("retry-after")));
+    return new Cls(fields, retryAfterMs(body, headers));
   }
   return new Cls(fields);
 }

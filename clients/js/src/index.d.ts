@@ -15,6 +15,12 @@ export type Lease = Schemas["LeasePublic"];
 export type Queue = Schemas["QueuePublic"];
 export type QueueSettings = Schemas["QueueSettings"];
 export type QueuePage = Schemas["QueueList"];
+/** A queue's rate_limit as answered: `{ jobs, per_ms, key }`. */
+export type RateLimit = Schemas["RateLimitPublic"];
+/** A queue's (or a token's) enqueue_rate as answered: `{ jobs, per_ms, burst }`. */
+export type EnqueueRate = Schemas["EnqueueRatePublic"];
+/** `rate_limit_use` of GET /v1/queues: `{ jobs, keys, keys_at_limit, free_in_ms }`. */
+export type RateLimitUse = Schemas["RateLimitUse"];
 export type AckResult = Schemas["AckResult"];
 export type Problem = Schemas["Problem"];
 export type WorkerBeat = Schemas["WorkerBeatBody"];
@@ -30,8 +36,8 @@ export interface ClientOptions {
   token?: string;
   /** Per request, default 30000 (a long-poll claim gets its waitMs on top). */
   timeoutMs?: number;
-  /** Wait out 429/503 answers (sleeping their Retry-After) for at most this long per call;
-   * default 0: they throw at once. */
+  /** Wait out 429/503 answers (sleeping their retry_after_ms, else Retry-After) for at most
+   * this long per call; default 0: they throw at once. */
   retryOverloadMs?: number;
   headers?: Record<string, string>;
   /** A fetch of your own; default globalThis.fetch. */
@@ -82,6 +88,15 @@ export interface QueueSettingsPatch {
   maxRunning?: number | null;
   retentionMs?: number;
   deadRetentionMs?: number;
+  /** The pace of claims: at most `jobs` handed out in any `perMs` ms (per `key` value:
+   * "type" or "payload.<field>"); null: none. */
+  rateLimit?: { jobs: number; perMs: number; key?: string | null } | null;
+  /** Producers' token bucket: `burst` (default `jobs`) at once, refilled at `jobs` per
+   * `perMs`; null: none. */
+  enqueueRate?: { jobs: number; perMs: number; burst?: number | null } | null;
+  /** Adaptive backpressure's thresholds (waiting jobs; the oldest one's wait); null: off. */
+  softDepth?: number | null;
+  softLagMs?: number | null;
 }
 
 export interface ClaimOptions {
@@ -248,9 +263,16 @@ export declare class QueueNotEmpty extends Conflict {
 }
 export declare class PayloadTooLarge extends APIError {}
 export declare class RetryableError extends APIError {
-  /** Retry-After in milliseconds, or null when the answer had none. */
+  /** How long to wait, in ms: the body's retry_after_ms when sent (to the millisecond),
+   * else Retry-After; null when the answer had neither. */
   readonly retryAfterMs: number | null;
 }
 export declare class QueueFull extends RetryableError {}
+/** queue_rate_limited or token_rate_limited: an enqueue rate holds fewer jobs than the request. */
+export declare class RateLimited extends RetryableError {}
+export declare class QueueRateLimited extends RateLimited {}
+export declare class TokenRateLimited extends RateLimited {}
+/** queue_overloaded: past the queue's soft_depth or soft_lag_ms. */
+export declare class Overloaded extends RetryableError {}
 export declare class Unavailable extends RetryableError {}
 export declare class ServerError extends APIError {}

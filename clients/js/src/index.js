@@ -21,6 +21,10 @@ export {
   PayloadTooLarge,
   RetryableError,
   QueueFull,
+  RateLimited,
+  QueueRateLimited,
+  TokenRateLimited,
+  Overloaded,
   Unavailable,
   ServerError,
 } from "./errors.js";

@@ -173,7 +173,9 @@ export interface paths {
          *     `run_at` in the past makes it visible at once. A queue at or above its `max_depth` of
          *     waiting (`pending` + `failed`) jobs answers 429. With concurrent producers the depth
          *     check reads committed counts, so the limit may be passed by at most the number of
-         *     enqueues in flight at that moment.
+         *     enqueues in flight at that moment. Beyond the queue's or the token's `enqueue_rate`, or
+         *     past the queue's soft thresholds for a share of enqueues, 429 too, with its own `code`
+         *     and `retry_after_ms` (see the guide's rate limits).
          *
          *     Roles: `producer`, `admin`.
          */
@@ -693,7 +695,14 @@ export interface paths {
         delete: operations["revoke_token"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Set a token's enqueue rate
+         * @description `enqueue_rate`: the token's own token bucket of enqueues (null clears it). It applies
+         *     on this replica at once and on every other within a second; the bucket's tokens are kept.
+         *
+         *     Roles: `admin`. The token's queue pattern must be `*`.
+         */
+        patch: operations["patch_token"];
         trace?: never;
     };
     "/v1/topics": {
@@ -933,6 +942,34 @@ export interface components {
             /** Type */
             type?: string | null;
         };
+        /**
+         * EnqueueRate
+         * @description A token bucket of enqueues: `burst` jobs at once, refilled at `jobs` per `per_ms`
+         *     ms; beyond it `429` with the wait in `Retry-After` and `retry_after_ms`.
+         */
+        EnqueueRate: {
+            /**
+             * Burst
+             * @description the bucket's size (default `jobs`)
+             */
+            burst?: number | null;
+            /** Jobs */
+            jobs: number;
+            /**
+             * Per Ms
+             * @description the window, in ms
+             */
+            per_ms: number;
+        };
+        /** EnqueueRatePublic */
+        EnqueueRatePublic: {
+            /** Burst */
+            burst: number;
+            /** Jobs */
+            jobs: number;
+            /** Per Ms */
+            per_ms: number;
+        };
         /** FailBody */
         FailBody: {
             /** Error */
@@ -1156,7 +1193,7 @@ export interface components {
             /** @description `lease_lost` only, and only when true: this very lease completed the job, whose result is stored (a retried ack whose first answer was lost) */
             already_completed?: boolean;
             /** @enum {string} */
-            code: "validation_error" | "not_found" | "lease_lost" | "invalid_state" | "idempotency_conflict" | "queue_not_empty" | "queue_full" | "unauthorized" | "forbidden" | "payload_too_large" | "method_not_allowed" | "unavailable" | "too_many_long_polls" | "bad_request" | "request_timeout" | "internal";
+            code: "validation_error" | "not_found" | "lease_lost" | "invalid_state" | "idempotency_conflict" | "queue_not_empty" | "queue_full" | "queue_rate_limited" | "token_rate_limited" | "queue_overloaded" | "unauthorized" | "forbidden" | "payload_too_large" | "method_not_allowed" | "unavailable" | "too_many_long_polls" | "bad_request" | "request_timeout" | "internal";
             /** @description `queue_not_empty` only: the queue's jobs that keep it from being deleted, by status (`pending`, `running`, `failed`, `dead`; nonzero only) */
             counts?: {
                 [key: string]: number;
@@ -1164,6 +1201,8 @@ export interface components {
             detail: string;
             /** @description `validation_error` only: each thing wrong, and where */
             errors?: components["schemas"]["ProblemItem"][];
+            /** @description `queue_full`, `queue_rate_limited`, `token_rate_limited`, `queue_overloaded` only: how long to wait before sending the same request again, in ms (`Retry-After` says the same in whole seconds, rounded up); for a rate, when its bucket holds the whole request (a batch: all of it) */
+            retry_after_ms?: number;
             /** @description `queue_not_empty` only: the schedules whose job targets the queue */
             schedules?: string[];
             /** @description the HTTP status of the answer */
@@ -1221,6 +1260,8 @@ export interface components {
             name: string;
             /** Oldest Waiting Ms */
             oldest_waiting_ms: number | null;
+            /** @description the `rate_limit`'s current use; null without one */
+            rate_limit_use?: components["schemas"]["RateLimitUse"] | null;
             settings: components["schemas"]["QueueSettings"];
             /** Waiting By Type */
             waiting_by_type: {
@@ -1240,6 +1281,8 @@ export interface components {
              * @description dead jobs are deleted this long after they died (default 30 days)
              */
             dead_retention_ms: number;
+            /** @description producers' token bucket for this queue; null: none */
+            enqueue_rate?: components["schemas"]["EnqueueRatePublic"] | null;
             /** Lease Ms */
             lease_ms: number;
             /** Max Attempts */
@@ -1252,11 +1295,23 @@ export interface components {
             max_running: number | null;
             /** Paused */
             paused: boolean;
+            /** @description the pace of claims: at most `jobs` handed out in any `per_ms` window (per `key` value); null: none */
+            rate_limit?: components["schemas"]["RateLimitPublic"] | null;
             /**
              * Retention Ms
              * @description completed and cancelled jobs are deleted this long after they finished (default 7 days)
              */
             retention_ms: number;
+            /**
+             * Soft Depth
+             * @description waiting jobs past which a growing share of enqueues is refused (`queue_overloaded`); null: off
+             */
+            soft_depth?: number | null;
+            /**
+             * Soft Lag Ms
+             * @description oldest waiting job's lag past which the same happens; null: off
+             */
+            soft_lag_ms?: number | null;
         };
         /** QueueSettingsPatch */
         QueueSettingsPatch: {
@@ -1268,6 +1323,7 @@ export interface components {
             backoff_max_ms?: number | null;
             /** Dead Retention Ms */
             dead_retention_ms?: number | null;
+            enqueue_rate?: components["schemas"]["EnqueueRate"] | null;
             /** Lease Ms */
             lease_ms?: number | null;
             /** Max Attempts */
@@ -1280,8 +1336,13 @@ export interface components {
             max_running?: number | null;
             /** Paused */
             paused?: boolean | null;
+            rate_limit?: components["schemas"]["RateLimit"] | null;
             /** Retention Ms */
             retention_ms?: number | null;
+            /** Soft Depth */
+            soft_depth?: number | null;
+            /** Soft Lag Ms */
+            soft_lag_ms?: number | null;
         };
         /** QueueThroughput */
         QueueThroughput: {
@@ -1297,6 +1358,60 @@ export interface components {
             dead: number[];
             /** Name */
             name: string;
+        };
+        /**
+         * RateLimit
+         * @description A queue's pace: at most `jobs` jobs handed out by claims in any window of `per_ms`
+         *     ms, across every worker and replica (a sliding window: see the guide).
+         */
+        RateLimit: {
+            /** Jobs */
+            jobs: number;
+            /**
+             * Key
+             * @description a separate allowance per value of this: `type` (the job type) or `payload.<field>` (a top-level payload field; jobs without it share one); null: one allowance for the queue
+             */
+            key?: string | null;
+            /**
+             * Per Ms
+             * @description the window, in ms
+             */
+            per_ms: number;
+        };
+        /** RateLimitPublic */
+        RateLimitPublic: {
+            /** Jobs */
+            jobs: number;
+            /** Key */
+            key?: string | null;
+            /** Per Ms */
+            per_ms: number;
+        };
+        /**
+         * RateLimitUse
+         * @description What the queue's `rate_limit` is using now.
+         */
+        RateLimitUse: {
+            /**
+             * Free In Ms
+             * @description when a full window has room again; null: none full
+             */
+            free_in_ms: number | null;
+            /**
+             * Jobs
+             * @description jobs handed out in the last `per_ms` (for a keyed limit: the busiest key's)
+             */
+            jobs: number;
+            /**
+             * Keys
+             * @description keys with a job handed out in that window (1 or 0 without a key)
+             */
+            keys: number;
+            /**
+             * Keys At Limit
+             * @description keys whose window is full
+             */
+            keys_at_limit: number;
         };
         /**
          * Ready
@@ -1541,6 +1656,8 @@ export interface components {
         };
         /** TokenCreate */
         TokenCreate: {
+            /** @description the token's own token bucket of enqueues, on top of the queues' (`429 token_rate_limited` beyond it); null: none */
+            enqueue_rate?: components["schemas"]["EnqueueRate"] | null;
             /** Name */
             name?: string | null;
             /**
@@ -1563,6 +1680,7 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            enqueue_rate?: components["schemas"]["EnqueueRatePublic"] | null;
             /** Id */
             id: string;
             /** Name */
@@ -1587,6 +1705,11 @@ export interface components {
             /** Tokens */
             tokens: components["schemas"]["TokenPublic"][];
         };
+        /** TokenPatch */
+        TokenPatch: {
+            /** @description the token's enqueue rate; null: none */
+            enqueue_rate: components["schemas"]["EnqueueRate"] | null;
+        };
         /** TokenPublic */
         TokenPublic: {
             /**
@@ -1594,6 +1717,7 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            enqueue_rate?: components["schemas"]["EnqueueRatePublic"] | null;
             /** Id */
             id: string;
             /** Name */
@@ -1910,7 +2034,7 @@ export interface operations {
                 content: {
                     /**
                      * @example {
-                     *       "schema": "0013",
+                     *       "schema": "0014",
                      *       "status": "ready"
                      *     }
                      */
@@ -2424,7 +2548,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `queue_full`, with `Retry-After` in whole seconds; nothing enqueued */
+            /** @description `queue_full` (max_depth), `queue_rate_limited` (the queue's `enqueue_rate`), `token_rate_limited` (the token's `enqueue_rate`) or `queue_overloaded` (past `soft_depth` or `soft_lag_ms`): nothing enqueued; wait `Retry-After` (whole seconds) or the body's `retry_after_ms` */
             429: {
                 headers: {
                     /** @description whole seconds, at least 1 */
@@ -2587,7 +2711,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description `queue_full`: a target queue would pass max_depth; nothing enqueued. `Retry-After` in whole seconds */
+            /** @description `queue_full`: a target queue would pass max_depth; `queue_rate_limited` or `token_rate_limited`: a bucket holds fewer jobs than the batch (`retry_after_ms`: when it holds them all); `queue_overloaded`: past soft thresholds. Nothing enqueued. `Retry-After` in whole seconds */
             429: {
                 headers: {
                     /** @description whole seconds, at least 1 */
@@ -3854,18 +3978,36 @@ export interface operations {
                      *           },
                      *           "name": "emails",
                      *           "oldest_waiting_ms": 850,
+                     *           "rate_limit_use": {
+                     *             "free_in_ms": 420,
+                     *             "jobs": 100,
+                     *             "keys": 1,
+                     *             "keys_at_limit": 1
+                     *           },
                      *           "settings": {
                      *             "aging_ms": null,
                      *             "backoff_base_ms": 1000,
                      *             "backoff_max_ms": 3600000,
                      *             "dead_retention_ms": 2592000000,
+                     *             "enqueue_rate": {
+                     *               "burst": 200,
+                     *               "jobs": 50,
+                     *               "per_ms": 1000
+                     *             },
                      *             "lease_ms": 30000,
                      *             "max_attempts": 5,
                      *             "max_depth": 10000,
                      *             "max_lease_expiries": 3,
                      *             "max_running": null,
                      *             "paused": false,
-                     *             "retention_ms": 604800000
+                     *             "rate_limit": {
+                     *               "jobs": 100,
+                     *               "key": null,
+                     *               "per_ms": 60000
+                     *             },
+                     *             "retention_ms": 604800000,
+                     *             "soft_depth": 5000,
+                     *             "soft_lag_ms": 60000
                      *           },
                      *           "waiting_by_type": {
                      *             "email.digest": 2,
@@ -3950,18 +4092,36 @@ export interface operations {
                      *       },
                      *       "name": "emails",
                      *       "oldest_waiting_ms": 850,
+                     *       "rate_limit_use": {
+                     *         "free_in_ms": 420,
+                     *         "jobs": 100,
+                     *         "keys": 1,
+                     *         "keys_at_limit": 1
+                     *       },
                      *       "settings": {
                      *         "aging_ms": null,
                      *         "backoff_base_ms": 1000,
                      *         "backoff_max_ms": 3600000,
                      *         "dead_retention_ms": 2592000000,
+                     *         "enqueue_rate": {
+                     *           "burst": 200,
+                     *           "jobs": 50,
+                     *           "per_ms": 1000
+                     *         },
                      *         "lease_ms": 30000,
                      *         "max_attempts": 5,
                      *         "max_depth": 10000,
                      *         "max_lease_expiries": 3,
                      *         "max_running": null,
                      *         "paused": false,
-                     *         "retention_ms": 604800000
+                     *         "rate_limit": {
+                     *           "jobs": 100,
+                     *           "key": null,
+                     *           "per_ms": 60000
+                     *         },
+                     *         "retention_ms": 604800000,
+                     *         "soft_depth": 5000,
+                     *         "soft_lag_ms": 60000
                      *       },
                      *       "waiting_by_type": {
                      *         "email.digest": 2,
@@ -4121,7 +4281,11 @@ export interface operations {
                  * @example {
                  *       "max_attempts": 5,
                  *       "max_depth": 10000,
-                 *       "paused": false
+                 *       "paused": false,
+                 *       "rate_limit": {
+                 *         "jobs": 100,
+                 *         "per_ms": 60000
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["QueueSettingsPatch"];
@@ -4146,18 +4310,36 @@ export interface operations {
                      *       },
                      *       "name": "emails",
                      *       "oldest_waiting_ms": 850,
+                     *       "rate_limit_use": {
+                     *         "free_in_ms": 420,
+                     *         "jobs": 100,
+                     *         "keys": 1,
+                     *         "keys_at_limit": 1
+                     *       },
                      *       "settings": {
                      *         "aging_ms": null,
                      *         "backoff_base_ms": 1000,
                      *         "backoff_max_ms": 3600000,
                      *         "dead_retention_ms": 2592000000,
+                     *         "enqueue_rate": {
+                     *           "burst": 200,
+                     *           "jobs": 50,
+                     *           "per_ms": 1000
+                     *         },
                      *         "lease_ms": 30000,
                      *         "max_attempts": 5,
                      *         "max_depth": 10000,
                      *         "max_lease_expiries": 3,
                      *         "max_running": null,
                      *         "paused": false,
-                     *         "retention_ms": 604800000
+                     *         "rate_limit": {
+                     *           "jobs": 100,
+                     *           "key": null,
+                     *           "per_ms": 60000
+                     *         },
+                     *         "retention_ms": 604800000,
+                     *         "soft_depth": 5000,
+                     *         "soft_lag_ms": 60000
                      *       },
                      *       "waiting_by_type": {
                      *         "email.digest": 2,
@@ -4820,6 +5002,7 @@ export interface operations {
                      *       "tokens": [
                      *         {
                      *           "created_at": "2026-01-15T09:30:00.000000Z",
+                     *           "enqueue_rate": null,
                      *           "id": "tok_3f2a",
                      *           "name": "billing workers",
                      *           "queues": "billing.*",
@@ -4903,6 +5086,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "created_at": "2026-01-15T09:30:00.000000Z",
+                     *       "enqueue_rate": null,
                      *       "id": "tok_3f2a",
                      *       "name": "billing workers",
                      *       "queues": "billing.*",
@@ -4985,6 +5169,7 @@ export interface operations {
                     /**
                      * @example {
                      *       "created_at": "2026-01-15T09:30:00.000000Z",
+                     *       "enqueue_rate": null,
                      *       "id": "tok_3f2a",
                      *       "name": "billing workers",
                      *       "queues": "billing.*",
@@ -5025,6 +5210,114 @@ export interface operations {
                 };
             };
             /** @description `validation_error`: a query parameter this route does not take (or, where it takes some, a value that does not fit); `errors` says which */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `unavailable`: the database did not answer in time; try again after `Retry-After` seconds */
+            503: {
+                headers: {
+                    /** @description whole seconds, at least 1 */
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    patch_token: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                token_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enqueue_rate": {
+                 *         "burst": 200,
+                 *         "jobs": 50,
+                 *         "per_ms": 1000
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["TokenPatch"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "created_at": "2026-01-15T09:30:00.000000Z",
+                     *       "enqueue_rate": {
+                     *         "burst": 200,
+                     *         "jobs": 50,
+                     *         "per_ms": 1000
+                     *       },
+                     *       "id": "tok_3f2a",
+                     *       "name": "billing workers",
+                     *       "queues": "billing.*",
+                     *       "revoked_at": null,
+                     *       "role": "worker"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TokenPublic"];
+                };
+            };
+            /** @description `unauthorized`: once any access token exists, a call without a known bearer token */
+            401: {
+                headers: {
+                    /** @description `Bearer` */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `forbidden`: the token's role may not make this call */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `not_found`: no such token */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `payload_too_large`: the body is over the size limit (default 1 MiB) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description `validation_error`: the request does not fit this document; `errors` says where */
             422: {
                 headers: {
                     [name: string]: unknown;

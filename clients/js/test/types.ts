@@ -4,11 +4,14 @@ import {
   Client,
   Discard,
   LeaseLost,
+  Overloaded,
   QueueFull,
+  RateLimited,
   Retry,
   Worker,
   type Job,
   type JobStatus,
+  type RateLimitUse,
 } from "@jobq/client";
 import type { components } from "@jobq/client/openapi";
 
@@ -37,6 +40,15 @@ async function producer(): Promise<void> {
   console.log(replayed, purged, page.next_cursor);
   const queue = await jobq.updateQueue("email", { maxDepth: 100, leaseMs: 60_000, agingMs: null });
   console.log(queue.settings.max_depth, queue.counts.pending);
+  const paced = await jobq.updateQueue("geocode", {
+    rateLimit: { jobs: 100, perMs: 60_000, key: "payload.tenant" },
+    enqueueRate: { jobs: 50, perMs: 1_000, burst: 200 },
+    softDepth: 10_000,
+    softLagMs: null,
+  });
+  const use: RateLimitUse | null | undefined = paced.rate_limit_use;
+  console.log(paced.settings.rate_limit?.per_ms, paced.settings.enqueue_rate?.burst, use?.jobs, use?.free_in_ms);
+  await jobq.updateQueue("geocode", { rateLimit: null, enqueueRate: null });
   await jobq.pauseQueue("email");
   await jobq.resumeQueue("email");
   await jobq.deleteQueue("email", { purge: true });
@@ -44,6 +56,7 @@ async function producer(): Promise<void> {
     await jobq.enqueue("t");
   } catch (error) {
     if (error instanceof QueueFull) console.log(error.retryAfterMs ?? 1000, error.code, error.status);
+    if (error instanceof RateLimited || error instanceof Overloaded) console.log(error.retryAfterMs, error.code);
   }
 }
 

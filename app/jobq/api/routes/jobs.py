@@ -45,6 +45,13 @@ _ENQUEUE_RESPONSES = {
 _JOB = {404: "`not_found`: no such job"}
 
 
+def _producer(who: Principal) -> enq.Producer | None:
+    """The caller's token, as far as its own enqueue rate goes (None: it has none)."""
+    if who.token_id is None or who.enqueue_rate is None:
+        return None
+    return enq.Producer(who.token_id, who.enqueue_rate)
+
+
 @router.post("", status_code=201, response_model=JobPublic, responses=_ENQUEUE_RESPONSES,
              summary="Enqueue one job", openapi_extra=CREATE.openapi)
 async def create_job(request: Request) -> Response:
@@ -52,11 +59,13 @@ async def create_job(request: Request) -> Response:
     `run_at` in the past makes it visible at once. A queue at or above its `max_depth` of
     waiting (`pending` + `failed`) jobs answers 429. With concurrent producers the depth
     check reads committed counts, so the limit may be passed by at most the number of
-    enqueues in flight at that moment."""
+    enqueues in flight at that moment. Beyond the queue's or the token's `enqueue_rate`, or
+    past the queue's soft thresholds for a share of enqueues, 429 too, with its own `code`
+    and `retry_after_ms` (see the guide's rate limits)."""
     ctx, who = context_of(request), admitted(request)
     body = await CREATE.read(request)
     require_queues(who, (body.queue,))
-    out = await enq.enqueue(ctx, body.to_domain())
+    out = await enq.enqueue(ctx, body.to_domain(), _producer(who))
     job = render.job(out.job)
     if not out.created:
         return render.json_response(job, 200)
@@ -65,8 +74,11 @@ async def create_job(request: Request) -> Response:
 
 @router.post("/batch", status_code=201, response_model=JobBatchPublic,
              responses=answers(*GUARDED, 413, 422, notes={
-                 **_IDEMPOTENCY, 429: "`queue_full`: a target queue would pass max_depth; nothing "
-                                      "enqueued. `Retry-After` in whole seconds"}),
+                 **_IDEMPOTENCY, 429: "`queue_full`: a target queue would pass max_depth; "
+                                      "`queue_rate_limited` or `token_rate_limited`: a bucket "
+                                      "holds fewer jobs than the batch (`retry_after_ms`: when it "
+                                      "holds them all); `queue_overloaded`: past soft thresholds. "
+                                      "Nothing enqueued. `Retry-After` in whole seconds"}),
              summary="Enqueue up to 1000 jobs, all or nothing", openapi_extra=CREATE_MANY.openapi)
 async def create_jobs(request: Request) -> Response:
     """One transaction. Jobs come back in request order; an idempotent replay comes back as
@@ -77,7 +89,7 @@ async def create_jobs(request: Request) -> Response:
     if not who.queues.is_all:  # the common case costs one test, not one call per job
         for i, j in enumerate(body.jobs):
             require_queues(who, (j.queue,), f"jobs[{i}].queue")
-    outs = await enq.enqueue_many(ctx, [j.to_domain() for j in body.jobs])
+    outs = await enq.enqueue_many(ctx, [j.to_domain() for j in body.jobs], _producer(who))
     return render.json_response({"jobs": [render.job(o.job) for o in outs]}, 201)
 
 

@@ -145,7 +145,9 @@ views.queues = {
     <p class="muted">The counts are the API's (<code>GET /v1/queues</code>): Failed = failed, waiting
     to retry (not counted in Pending). Throughput: jobs finished per minute over the last
     ${CHART_MINUTES} minutes (<span class="swatch c"></span> completed, <span class="swatch d"></span>
-    dead), from <code>GET /v1/throughput</code>.</p>`,
+    dead), from <code>GET /v1/throughput</code>. Rate limits, for a queue that has any: the pace of
+    claims (jobs handed out in the window now / its limit, the busiest key's), the producers' enqueue
+    rate, and the soft thresholds past which enqueues are slowed.</p>`,
   async body(r) {
     const prefix = r.params.prefix;
     const [page, tp] = await Promise.all([
@@ -155,6 +157,8 @@ views.queues = {
     const series = Object.fromEntries((tp ? tp.queues : []).map((q) => [q.name, q]));
     if (!queues.length) return prefix ? `<p class="muted">No queue's name starts with ${esc(prefix)}.</p>`
       : `<p class="muted">No queues yet: a queue appears with its first job.</p>`;
+    // The rate limits' column only when a queue of the page has one (most have none).
+    const withRates = queues.some(hasRates);
     const rows = queues.map((q) => {
       const c = q.counts;
       const paused = q.settings.paused;
@@ -165,11 +169,13 @@ views.queues = {
         ${countCells(c, q.name)}
         <td class="num" data-col="oldest" data-label="Oldest waiting">${q.oldest_waiting_ms == null ? "–" : duration(q.oldest_waiting_ms)}</td>
         <td class="chart" data-col="throughput">${t ? spark(t) : tp ? "" : '<span class="muted">n/a</span>'}</td>
+        ${withRates ? `<td class="rates" data-col="rate" data-label="Rate limits">${rateCell(q)}</td>` : ""}
         <td class="act"><button type="button" data-act="${paused ? "resume" : "pause"}" data-queue="${esc(q.name)}">
           ${paused ? "Resume" : "Pause"}</button></td></tr>`;
     }).join("");
     return `<div class="table-wrap"><table class="queues"><thead><tr><th>Queue</th>${countHeads()}
-      <th class="num">Oldest waiting</th><th>Throughput</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>`
+      <th class="num">Oldest waiting</th><th>Throughput</th>${withRates ? RATE_HEAD : ""}<th></th></tr></thead>
+      <tbody>${rows}</tbody></table></div>`
       + (page.next_cursor || state.cursors.length ? pager(page.next_cursor) : "");
   },
   async act(button) {
@@ -201,6 +207,65 @@ function countCells(c, queue) {
   }).join("");
 }
 
+// ---- rate limits (GUIDE.md, Rate limits): a queue's pace and its use now, its producers'
+// bucket, and the soft thresholds of its backpressure.
+const RATE_HEAD = `<th title="the pace of claims (jobs handed out in the window now / the limit), the producers'
+  enqueue rate, and the soft thresholds past which enqueues are slowed">Rate limits</th>`;
+function hasRates(q) {
+  const s = q.settings;
+  return s.rate_limit != null || s.enqueue_rate != null || s.soft_depth != null || s.soft_lag_ms != null;
+}
+// "10 per 1 s" (", per payload.tenant"; ", burst 200" when it is not the rate's jobs).
+function rateWords(r) {
+  let words = `${r.jobs} per ${duration(r.per_ms)}`;
+  if (r.key) words += `, per ${r.key}`;
+  if (r.burst != null && r.burst !== r.jobs) words += `, burst ${r.burst}`;
+  return words;
+}
+// The pace's use now, "3/10" (the busiest key's), as `jobq queues` shows it.
+function rateUse(q) {
+  const use = q.rate_limit_use || { jobs: 0 };
+  return `${use.jobs}/${q.settings.rate_limit.jobs}`;
+}
+function softWords(s) {
+  const past = [];
+  if (s.soft_depth != null) past.push(`${s.soft_depth} waiting`);
+  if (s.soft_lag_ms != null) past.push(`${duration(s.soft_lag_ms)} of lag`);
+  return past.length ? "past " + past.join(" or ") : "";
+}
+function rateCell(q) {
+  const s = q.settings;
+  const lines = [];
+  if (s.rate_limit) {
+    const full = q.rate_limit_use && q.rate_limit_use.free_in_ms != null;
+    lines.push(`<div data-rate="pace">pace <b class="${full ? "at-limit" : ""}">${esc(rateUse(q))}</b>
+      per ${esc(duration(s.rate_limit.per_ms))}${s.rate_limit.key ? `, per ${esc(s.rate_limit.key)}` : ""}</div>`);
+  }
+  if (s.enqueue_rate) lines.push(`<div data-rate="enqueue">enqueue ${esc(rateWords(s.enqueue_rate))}</div>`);
+  const soft = softWords(s);
+  if (soft) lines.push(`<div data-rate="soft">slowed ${esc(soft)}</div>`);
+  return lines.join("") || "–";
+}
+// The queue page's section: every rate setting, "none"/"off" included, and the pace's use.
+function rateSection(q) {
+  const s = q.settings;
+  const use = q.rate_limit_use;
+  let used = "–";
+  if (s.rate_limit && use) {
+    used = `${rateUse(q)} in the last ${duration(s.rate_limit.per_ms)}`;
+    if (s.rate_limit.key) used += `; ${use.keys} keys, ${use.keys_at_limit} at the limit`;
+    if (use.free_in_ms != null) used += `; room again in ${duration(use.free_in_ms)}`;
+  }
+  const rows = [
+    ["pace", "Pace of claims", s.rate_limit ? rateWords(s.rate_limit) : "none"],
+    ["use", "In use now", used],
+    ["enqueue", "Enqueue rate", s.enqueue_rate ? rateWords(s.enqueue_rate) : "none"],
+    ["soft", "Backpressure", softWords(s) ? "enqueues slowed " + softWords(s) : "off"],
+  ];
+  return `<h2>Rate limits</h2><dl class="fields" data-section="rates">${rows.map(([key, label, value]) =>
+    `<dt>${label}</dt><dd data-rate="${key}">${esc(value)}</dd>`).join("")}</dl>`;
+}
+
 async function pauseOrResume(button) {
   const name = button.dataset.queue;
   await api("PATCH", "/v1/queues/" + encodeURIComponent(name), { paused: button.dataset.act === "pause" });
@@ -225,7 +290,8 @@ views.queue = {
     const t = tp.status === "fulfilled" && tp.value ? tp.value.queues.find((x) => x.name === q.name) : null;
     const paused = q.settings.paused;
     const settings = Object.entries(q.settings).map(([k, v]) =>
-      `<dt>${esc(k)}</dt><dd>${v == null ? "–" : esc(typeof v === "object" ? JSON.stringify(v) : v)}</dd>`).join("");
+      `<dt>${esc(k)}</dt><dd>${v == null ? "–" : esc(v.per_ms ? rateWords(v)
+        : typeof v === "object" ? JSON.stringify(v) : v)}</dd>`).join("");
     return `<div class="actions">
         <button type="button" data-act="${paused ? "resume" : "pause"}" data-queue="${esc(q.name)}">${paused ? "Resume" : "Pause"}</button>
         <button type="button" class="danger" data-act="delete-queue">Delete queue</button></div>
@@ -233,6 +299,7 @@ views.queue = {
         <th>Throughput</th></tr></thead><tbody><tr data-queue="${esc(q.name)}">${countCells(q.counts, q.name)}
         <td class="num" data-col="oldest" data-label="Oldest waiting">${q.oldest_waiting_ms == null ? "–" : duration(q.oldest_waiting_ms)}</td>
         <td class="chart" data-col="throughput">${t ? spark(t) : ""}</td></tr></tbody></table></div>
+      ${rateSection(q)}
       <h2>Settings</h2><dl class="fields">${settings}</dl>`;
   },
   async act(button, r) {
