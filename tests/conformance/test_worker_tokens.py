@@ -39,3 +39,14 @@ def test_the_readme_worker_sends_its_token(service: LiveServer, tmp_path: Path) 
                    worker_token=worker_token(service.url, ADMIN), only=["echo", "fail"])
     assert done.code == 0, done.output
     assert done.held() == ["echo", "fail"], done.output
+
+
+def test_a_worker_turned_away_by_the_service_is_told_why(service: LiveServer) -> None:
+    """A worker token of other queues: the worker stops on its 403, and the check's line says
+    what the service answered and which token to give, not only that the worker exited."""
+    done = run_kit(service.url, [node(), str(WORKER)], token=ADMIN,
+                   worker_token=worker_token(service.url, ADMIN, queues="email"), only=["echo"])
+    assert done.code == 1, done.output
+    [line] = [x for x in done.lines if x.startswith("FAIL echo:")]
+    assert "the worker exited (code " in line and " 403 (" in line, line
+    assert "outside this token's queues" in line and "--worker-token" in line, line

@@ -83,7 +83,18 @@ class Run:
     def alive(self, when: str) -> None:
         code = self.worker.exit_code
         if code is not None:
-            raise CheckFailed(f"the worker exited (code {code}) {when}")
+            raise CheckFailed(f"the worker exited (code {code}) {when}{self._refusal()}")
+
+    def _refusal(self) -> str:
+        """Why the service may have turned the worker away: its last 401 or 403, the usual
+        cause of a worker that stops by itself (a token of other queues, or none)."""
+        for x in reversed(self.proxy.exchanges()):
+            if x.status in (401, 403) and not x.refused:
+                detail = x.answer.get("detail") if isinstance(x.answer, dict) else None
+                return (f", after the service answered its {x.method} {x.path} {x.status}"
+                        + (f" ({detail})" if detail else "")
+                        + ": JOBQ_TOKEN needs a worker token of the kit's queue (--worker-token)")
+        return ""
 
     def jobs_until(self, ids: list[str], settled: Callable[[Job], bool], timeout_s: float) -> list[Job]:
         """The jobs, read until each is ``settled`` or ``timeout_s`` passes."""
