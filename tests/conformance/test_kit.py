@@ -91,7 +91,7 @@ def test_with_access_tokens_the_worker_gets_its_own_token(admin_url: str, templa
         # As is none at all.
         missing = run_kit(server.url, REF_WORKER, only=["echo"])
         assert missing.code == 2, missing.output
-        assert "refused the token" in missing.stderr, missing.output
+        assert "has access tokens and none was given" in missing.stderr, missing.output
 
 
 @pytest.mark.parametrize(("args", "says"), [

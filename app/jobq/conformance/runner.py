@@ -67,14 +67,16 @@ def run(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) ->
         raise UsageError(str(exc)) from None
     with client:
         queue = options.queue or f"conformance-{secrets.token_hex(4)}"
-        restore = _prepare_queue(client, queue, fresh=options.queue is None)
+        given = bool(options.token or os.environ.get("JOBQ_TOKEN"))
+        restore = _prepare_queue(client, queue, fresh=options.queue is None, token_given=given)
         try:
             return _run_worker(options, client, queue, names, out, err)
         finally:
             _clean_up(client, queue, restore, err)
 
 
-def _prepare_queue(client: Client, queue: str, fresh: bool) -> dict[str, object] | None:
+def _prepare_queue(client: Client, queue: str, fresh: bool,
+                   token_given: bool = True) -> dict[str, object] | None:
     """Set the queue up; what to set back at the end (None: delete the queue)."""
     try:
         restore: dict[str, object] | None = None
@@ -90,6 +92,9 @@ def _prepare_queue(client: Client, queue: str, fresh: bool) -> dict[str, object]
     except TransportError as exc:
         raise UsageError(f"{exc}") from None
     except Unauthorized as exc:
+        if not token_given:
+            raise UsageError(f"the service has access tokens and none was given ({exc}): give an "
+                             "admin token with --token (or JOBQ_TOKEN)") from None
         raise UsageError(f"the service refused the token ({exc}): give an admin token with "
                          "--token (or JOBQ_TOKEN)") from None
     except Forbidden as exc:
