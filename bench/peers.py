@@ -465,10 +465,21 @@ class Databases:
             self._made.remove(full)
 
     def drop_all(self) -> None:
-        for full in list(reversed(self._made)):
-            with contextlib.suppress(Exception):
-                self._admin(f'DROP DATABASE IF EXISTS "{full}" WITH (FORCE)')
-        self._made.clear()
+        """Drop every database of this run: those it made, and any other under its prefix (a
+        CI run once found one left behind), a few times over if a drop fails (a process that
+        is still going away can connect again between the force's terminate and the drop)."""
+        for attempt in range(3):
+            with self._psycopg.connect(self.admin_url, autocommit=True, connect_timeout=10) as conn:
+                left = {r[0] for r in conn.execute(
+                    "SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (self.prefix,))}
+            left |= set(self._made)
+            if not left:
+                break
+            for full in sorted(left, key=lambda n: n.endswith("_template")):
+                with contextlib.suppress(Exception):
+                    self._admin(f'DROP DATABASE IF EXISTS "{full}" WITH (FORCE)')
+            self._made.clear()
+            time.sleep(0.5 * attempt)
 
     def facts(self) -> str:
         with self._psycopg.connect(self.admin_url, autocommit=True, connect_timeout=10) as conn:

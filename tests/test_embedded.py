@@ -61,9 +61,11 @@ def _postmaster_pid(pgdata: Path) -> int | None:
 OWNER = textwrap.dedent("""
     import signal, sys
     from jobq.embedded import EmbeddedPostgres, install_stop_on_signals
-    # As a shell starts a command: under nohup the test run's SIGHUP is ignored, and an
-    # ignored signal stays ignored (test_ignored_signals_stay_ignored).
+    # As a shell starts a command in the foreground: under nohup the test run's SIGHUP is
+    # ignored, and started in the background by a shell without job control its SIGINT is,
+    # and an ignored signal stays ignored (test_ignored_signals_stay_ignored).
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     server = EmbeddedPostgres(sys.argv[1])
     server.start()
     mode = sys.argv[2]

@@ -120,8 +120,8 @@ class Context:
         if stale:
             if len(self._pressure) >= PRESSURE_KEEP:  # names come from clients: keep it bounded
                 self._pressure.clear()
-            for row in await self.db.fetch(Q.QueuePressure, {"queues": stale}):
-                self._pressure[row["queue"]] = (now, int(row["depth"]), row["lag_ms"])
+            for p in map(records.queue_pressure, await self.db.fetch(Q.QueuePressure, {"queues": stale})):
+                self._pressure[p.queue] = (now, p.depth, p.lag_ms)
         return {n: self._pressure[n][1:] for n in names if n in self._pressure}
 
     def spreader(self, name: str) -> Spreader:

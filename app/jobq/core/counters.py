@@ -231,5 +231,7 @@ def forget_queue(queue: str) -> None:
         return
     for event in events:
         JOBS.remove(queue, event)
-    for metric in (REJECTED, RUN_SECONDS, PICKUP_SECONDS):
+    for metric in (REJECTED, RATE_HELD, RUN_SECONDS, PICKUP_SECONDS):
         metric.remove(queue)
+    for code in LIMITED_CODES:
+        ENQUEUE_LIMITED.remove(queue, code)

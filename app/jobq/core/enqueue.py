@@ -27,7 +27,7 @@ from jobq.domain.jobs import Job, NewJob
 from jobq.domain.jsontext import same_json
 from jobq.domain.rates import Bucket, overload, overload_retry_ms, refused_fraction
 from jobq.store import records
-from jobq.store.db import Connection, Row, dumps_json
+from jobq.store.db import Connection, dumps_json
 from jobq.store.queries import Q
 from jobq.store.records import JobChange
 
@@ -136,11 +136,10 @@ async def _take(ctx: Context, conn: Connection, takes: list[_Take]) -> None:
                             {"takes": dumps_json([t.row() for t in takes])})
     by_key = {(t.kind, t.name): t for t in takes}
     worst: tuple[int, _Take] | None = None
-    for row in rows:
-        tokens = float(row["tokens"])
-        if tokens < 0:
-            take = by_key[(row["kind"], row["name"])]
-            wait = take.bucket.wait_ms(-tokens)
+    for left in map(records.bucket_left, rows):
+        if left.tokens < 0:
+            take = by_key[(left.kind, left.name)]
+            wait = take.bucket.wait_ms(-left.tokens)
             if worst is None or wait > worst[0]:
                 worst = (wait, take)
     if worst is None:
@@ -223,18 +222,19 @@ class _NotInserted(Exception):
     """JobInsert inserted nothing under a rate: roll its bucket takes back."""
 
 
-async def _insert(ctx: Context, params: dict[str, Any], takes: list[_Take]) -> Row | None:
+async def _insert(ctx: Context, params: dict[str, Any], takes: list[_Take]) -> records.Inserted | None:
     """JobInsert, alone, or after the bucket takes in one transaction: an insert that does not
     happen (a full queue, a replay) or a bucket that is short takes nothing from any."""
     if not takes:
-        return await ctx.db.fetch_one(Q.JobInsert, params)
+        row = await ctx.db.fetch_one(Q.JobInsert, params)
+        return None if row is None else records.inserted_job(row)
     try:
         async with ctx.db.transaction() as conn:
             await _take(ctx, conn, takes)
             rows = await ctx.db.run(conn, Q.JobInsert, params)
             if not rows:
                 raise _NotInserted
-            return rows[0]
+            return records.inserted_job(rows[0])
     except _NotInserted:
         return None
 
@@ -244,12 +244,11 @@ async def enqueue(ctx: Context, job: NewJob, producer: Producer | None = None) -
     params = _params(job)
     for _ in range(_PASSES):
         await ctx.ensure_queues([job.queue])
-        row = await _insert(ctx, params, await _limits(ctx, [job], producer))
-        if row is not None:
-            new = records.job(row)
-            ctx.wakeups.jobs_added([(job.queue, new.visible_at)])
-            ctx.events.emit("enqueued", [records.change(row)])
-            return Enqueued(new, created=True)
+        done = await _insert(ctx, params, await _limits(ctx, [job], producer))
+        if done is not None:
+            ctx.wakeups.jobs_added([(job.queue, done.job.visible_at)])
+            ctx.events.emit("enqueued", [done.change])
+            return Enqueued(done.job, created=True)
         # Nothing inserted: the key is taken, the queue is full, or it was deleted.
         if await _gone(ctx, job.queue):
             continue

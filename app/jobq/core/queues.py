@@ -16,15 +16,15 @@ from jobq.domain.jobs import JobStatus
 from jobq.domain.queues import QUEUE_SETTINGS, jobs_by_status
 from jobq.store import queue_settings as settings_store
 from jobq.store import records
-from jobq.store.db import Connection
+from jobq.store.db import Connection, Database
 from jobq.store.queries import Q
-from jobq.store.records import JobCount, QueueRecord, QueueUsage
+from jobq.store.records import JobCount, QueueRecord, QueueUsage, RateUse
 
 log = logging.getLogger("jobq.queues")
 
 
 def _entry(q: QueueRecord, counts: list[JobCount], oldest_ms: int | None,
-           rate_use: dict[str, Any] | None = None) -> dict[str, Any]:
+           rate_use: RateUse | None = None) -> dict[str, Any]:
     by_status = {s.value: 0 for s in JobStatus}
     waiting_by_type: dict[str, int] = defaultdict(int)
     for c in counts:
@@ -37,30 +37,34 @@ def _entry(q: QueueRecord, counts: list[JobCount], oldest_ms: int | None,
         "counts": by_status,
         "waiting_by_type": dict(waiting_by_type),
         "oldest_waiting_ms": oldest_ms,
-        "rate_limit_use": rate_use if q.settings.get("rate_limit") is not None else None,
+        "rate_limit_use": _use_shown(q.name, rate_use) if q.paced else None,
     }
 
 
-def _rate_use(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """QueueRateUse's rows by queue, as ``rate_limit_use`` shows them."""
-    return {r["queue"]: {"jobs": int(r["used"]), "keys": int(r["keys"]),
-                         "keys_at_limit": int(r["keys_full"]),
-                         "free_in_ms": None if r["free_in_ms"] is None else max(int(r["free_in_ms"]), 0)}
-            for r in rows}
+def _use_shown(queue: str, use: RateUse | None) -> dict[str, Any]:
+    """``rate_limit_use`` as the API shows it (a paced queue no claim has used yet: all 0)."""
+    use = use or RateUse(queue, 0, 0, 0, None)
+    return {"jobs": use.jobs, "keys": use.keys, "keys_at_limit": use.keys_at_limit,
+            "free_in_ms": use.free_in_ms}
 
 
-_NO_USE = {"jobs": 0, "keys": 0, "keys_at_limit": 0, "free_in_ms": None}
+async def _rate_use(db: Database, conn: Connection, queues: list[QueueRecord]) -> dict[str, RateUse]:
+    """The windows of the paced ones of ``queues``, by queue."""
+    paced = [q.name for q in queues if q.paced]
+    if not paced:
+        return {}
+    return {u.queue: u for u in map(records.rate_use, await db.run(conn, Q.QueueRateUse, {"queues": paced}))}
 
 
 def _merge(queues: list[QueueRecord], counts: list[JobCount],
            oldest: list[records.QueueLag],
-           use: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+           use: dict[str, RateUse] | None = None) -> list[dict[str, Any]]:
     by_queue: dict[str, list[JobCount]] = defaultdict(list)
     for c in counts:
         by_queue[c.queue].append(c)
     lag = {r.queue: r.oldest_waiting_ms for r in oldest}
     use = use or {}
-    return [_entry(q, by_queue[q.name], lag.get(q.name), use.get(q.name, _NO_USE)) for q in queues]
+    return [_entry(q, by_queue[q.name], lag.get(q.name), use.get(q.name)) for q in queues]
 
 
 async def list_queues(
@@ -83,8 +87,7 @@ async def list_queues(
         counts = [records.job_count(r) for r in await db.run(conn, Q.QueuePageCounts, {"queues": names})]
         oldest = [records.queue_lag(r)
                   for r in await db.run(conn, Q.QueuePageOldestWaiting, {"queues": names})]
-        paced = [q.name for q in queues if q.settings.get("rate_limit") is not None]
-        use = _rate_use(await db.run(conn, Q.QueueRateUse, {"queues": paced})) if paced else {}
+        use = await _rate_use(db, conn, queues)
     more = len(rows) > limit
     return _merge(queues, counts, oldest, use), encode_cursor(names[-1]) if more else None
 
@@ -96,8 +99,7 @@ async def get_queue(ctx: Context, name: str) -> dict[str, Any]:
         counts = [records.job_count(r) for r in await db.run(conn, Q.QueueCounts, {"queue": name})]
         oldest = [records.queue_lag(r)
                   for r in await db.run(conn, Q.QueueOldestWaiting, {"queue": name})]
-        paced = [q.name for q in queues if q.settings.get("rate_limit") is not None]
-        use = _rate_use(await db.run(conn, Q.QueueRateUse, {"queues": paced})) if paced else {}
+        use = await _rate_use(db, conn, queues)
     entries = _merge(queues, counts, oldest, use)
     if not entries:
         raise NotFound(f"queue {name!r} does not exist")

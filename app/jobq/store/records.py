@@ -288,6 +288,11 @@ class QueueRecord(NamedTuple):
     name: str
     settings: dict[str, Any]
 
+    @property
+    def paced(self) -> bool:
+        """Whether claims of the queue are paced (a ``rate_limit`` among its settings)."""
+        return self.settings.get("rate_limit") is not None
+
 
 def queue(row: Row, settings: Iterable[str]) -> QueueRecord:
     return QueueRecord(row["name"], {k: row[k] for k in settings})
@@ -488,3 +493,50 @@ class WakeReading(NamedTuple):
 def wake_reading(row: Row) -> WakeReading:
     return WakeReading(row["queue"], int(row["ready"]), int(row["visible"]), row["next_visible_at"],
                        row["free_in_ms"])
+
+
+class QueuePressure(NamedTuple):
+    """QueuePressure: what backpressure weighs, per queue."""
+    queue: str
+    depth: int
+    lag_ms: int | None
+
+
+def queue_pressure(row: Row) -> QueuePressure:
+    return QueuePressure(row["queue"], int(row["depth"]), row["lag_ms"])
+
+
+class BucketLeft(NamedTuple):
+    """EnqueueBucketsTake: a bucket's tokens after the take (below 0: it was short)."""
+    kind: str
+    name: str
+    tokens: float
+
+
+def bucket_left(row: Row) -> BucketLeft:
+    return BucketLeft(row["kind"], row["name"], float(row["tokens"]))
+
+
+class RateUse(NamedTuple):
+    """QueueRateUse: a paced queue's window now (``free_in_ms`` None: it has room)."""
+    queue: str
+    jobs: int
+    keys: int
+    keys_at_limit: int
+    free_in_ms: int | None
+
+
+def rate_use(row: Row) -> RateUse:
+    free = row["free_in_ms"]
+    return RateUse(row["queue"], int(row["used"]), int(row["keys"]), int(row["keys_full"]),
+                   None if free is None else max(int(free), 0))
+
+
+class Inserted(NamedTuple):
+    """JobInsert's row as core needs it: the job, and its change for the lifecycle log."""
+    job: Job
+    change: JobChange
+
+
+def inserted_job(row: Row) -> Inserted:
+    return Inserted(job(row), change(row))
