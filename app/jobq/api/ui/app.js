@@ -756,9 +756,16 @@ function bulkBar(kinds) {
     <button type="button" data-act="bulk-clear">Clear selection</button></div><div id="bulk-report"></div>`;
 }
 function bulkCount() { return `${state.selected.size} selected`; }
+// The count, and the boxes on screen as the selection is: a bulk action drops the jobs it
+// did from the selection, and their boxes must not stay ticked until the next refresh (a
+// click on a box still ticked would then untick it rather than select the job again).
 function showBulkCount() {
   const count = $("#bulk-count");
   if (count) count.textContent = bulkCount();
+  const boxes = [...document.querySelectorAll("#body input[data-select]")];
+  boxes.forEach((b) => { b.checked = state.selected.has(b.dataset.select); });
+  const all = $("#body input[data-select-all]");
+  if (all) all.checked = boxes.length > 0 && boxes.every((b) => b.checked);
 }
 
 function onSelect(ev) {
