@@ -92,14 +92,26 @@ def observe(event: str, changes: Sequence[JobChange]) -> None:
                 _timer(histogram, q).observe(max((end - start).total_seconds(), 0.0))
         return
     counts: dict[str, int] = {}
-    for change in changes:
-        q = change.queue or "?"
-        counts[q] = counts.get(q, 0) + 1
-        if histogram is None:
-            continue
-        start, end = times(change)
-        if start and end:
-            _timer(histogram, q).observe(max((end - start).total_seconds(), 0.0))
+    if histogram is None:
+        for change in changes:
+            q = change.queue or "?"
+            counts[q] = counts.get(q, 0) + 1
+    else:
+        # Each job's time is observed on its own (a histogram takes no batch), in the order
+        # the jobs came; the queue's child and its observe are looked up once per batch.
+        observers: dict[str, Callable[[float], None]] = {}
+        for change in changes:
+            q = change.queue or "?"
+            observe_one = observers.get(q)
+            if observe_one is None:
+                observe_one = observers[q] = _timer(histogram, q).observe
+                counts[q] = 1
+            else:
+                counts[q] += 1
+            start, end = times(change)
+            if start and end:
+                seconds = (end - start).total_seconds()
+                observe_one(seconds if seconds > 0.0 else 0.0)
     for q, n in counts.items():
         _job_counter(q, event).inc(n)
 
