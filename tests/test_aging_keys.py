@@ -52,7 +52,9 @@ async def test_a_job_enqueued_while_aging_is_switched_on_is_claimed_by_the_aging
 
     claimed = await db.fetch(Q.JobClaimAged, {"queue": QUEUE, "types": None, "limit": 10,
                                               "lease_ms": None, "worker_id": "w", "token_id": None})
-    assert len(claimed) == 1 and claimed[0]["aged_key"] is not None
+    assert len(claimed) == 1
+    keyed = await db.fetch_one("SELECT aged_key FROM jobs WHERE id = %(id)s", {"id": claimed[0]["id"]})
+    assert keyed is not None and keyed["aged_key"] is not None
 
 
 async def test_switching_aging_on_does_not_wait_when_no_one_writes_jobs(db: Database) -> None:

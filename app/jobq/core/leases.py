@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 from jobq.core import counters
 from jobq.core.context import ClaimSettings, Context
 from jobq.domain.errors import LeaseLost, NotFound, Unauthorized
 from jobq.domain.jobs import ClaimRequest, Failure, Job, JobStatus
-from jobq.domain.leases import Lease, LeaseRef, parse_lease_id
+from jobq.domain.leases import LeaseRef, parse_lease_id
 from jobq.domain.retry import backoff_ms
 from jobq.store import records
 from jobq.store.db import dumps_json
 from jobq.store.queries import Q
-from jobq.store.records import NOTHING_CLAIMED, Claimed, ClaimOutcome, LeaseState
+from jobq.store.records import NOTHING_CLAIMED, Claimed, ClaimOutcome, Leased, LeaseState
 
 
 async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int,
@@ -86,7 +87,7 @@ def _no_one(token_id: str) -> None:
 
 
 async def claim_once(ctx: Context, req: ClaimRequest, token_id: str | None = None,
-                     revoked: Callable[[str], None] = _no_one) -> list[Lease]:
+                     revoked: Callable[[str], None] = _no_one) -> list[Leased]:
     """One pass over the queues in the order given (Faktory's strict order). A capped queue
     (max_running) is claimed in its own transaction, under its lock; a paced one (rate_limit)
     by JobClaimPaced, alone (in that transaction if it is capped too); each run of plain
@@ -138,8 +139,10 @@ async def claim(
     ctx: Context, req: ClaimRequest, gone: Callable[[], Awaitable[bool]] = _never,
     allowed: Callable[[], bool] | None = None, owner: str | None = None,
     revoked: Callable[[str], None] = _no_one, hung_up: asyncio.Event | None = None,
-) -> list[Lease]:
-    """Claim, long-polling up to ``wait_ms`` for at least one job (see core.wakeups).
+) -> list[Leased]:
+    """Claim, long-polling up to ``wait_ms`` for at least one job (see core.wakeups). The
+    leases' jobs carry their jsonb columns as JSON text, to be answered as they are
+    (``records.LeasedJob``).
 
     ``gone`` tells whether the caller has hung up: a long-poll whose worker died must not
     go on to lease a job to nobody (it would sit out a whole lease and count as an expiry).
@@ -158,7 +161,7 @@ async def claim(
     # A claim never creates a queue: it may wait on one that does not exist yet, and the
     # enqueue that creates it wakes it as any enqueue does.
 
-    async def take() -> list[Lease]:
+    async def take() -> list[Leased]:
         if allowed is not None and not allowed():
             raise Unauthorized("the access token was revoked while this claim waited; "
                                "nothing was claimed", invalid_token=True)
@@ -240,8 +243,9 @@ async def ack(ctx: Context, lease_id: str, result: Any, scope: str | None = None
     return records.job(row)
 
 
-@dataclass(frozen=True, slots=True)
-class AckOutcome:
+class AckOutcome(NamedTuple):
+    """One lease's answer in a batch (a NamedTuple: a batch of 100 builds 100 of them)."""
+
     lease_id: str
     ok: bool
     code: str | None = None
@@ -255,16 +259,21 @@ async def ack_many(ctx: Context, acks: list[tuple[str, Any]],
     # ack (lease_lost), and its result is not what gets stored.
     body: list[dict[str, Any]] = []
     sent: set[tuple[int, int]] = set()
+    results = False
     for ref, (_, result) in zip(refs, acks, strict=True):
         if ref is not None and (ref.job_id, ref.token) not in sent:
             sent.add((ref.job_id, ref.token))
             body.append({"job_id": ref.job_id, "token": ref.token, "result": result})
+            results = results or result is not None
     won: set[tuple[int, int]] = set()
     if body:
-        acked = [records.lease_won(r) for r in
-                 await ctx.db.fetch(Q.LeaseAckMany, {"acks": dumps_json(body), "scope": scope})]
-        won = {(a.job_id, a.lease_token) for a in acked}
-        ctx.events.emit("completed", [a.change for a in acked])
+        # Ids, tokens and null results only (the usual batch): orjson writes the same JSON
+        # ten times faster; a batch with any result goes through dumps_json's checks.
+        text = dumps_json(body) if results else orjson.dumps(body).decode()
+        acked = records.leases_won(
+            await ctx.db.fetch(Q.LeaseAckMany, {"acks": text, "scope": scope}))
+        won = acked.won
+        ctx.events.emit("completed", acked.changes)
     return await _outcomes(ctx, refs, [lease_id for lease_id, _ in acks], won, scope,
                            completes=True)
 
@@ -276,6 +285,9 @@ async def _outcomes(ctx: Context, refs: list[LeaseRef | None], lease_ids: list[s
     (job, token) pairs it changed. The others are read again to tell a lost lease from one
     that never existed. ``completes``: the batch completes jobs (an ack), so a lease named
     again after its first entry won has completed its job."""
+    if len(won) == len(refs):
+        # Every lease won, each named once (the common batch): nothing to read again.
+        return [AckOutcome(lease_id, True) for lease_id in lease_ids]
     lost_ids = [ref.job_id for ref in refs if ref is not None and (ref.job_id, ref.token) not in won]
     states: dict[int, LeaseState] = {}
     if lost_ids:

@@ -158,7 +158,12 @@ claimed AS (
 )
 -- Every row says whether the token was revoked; a revoked one gets a single row, its job columns NULL
 -- (the claimed CTE is empty then: nothing was picked), and an empty claim under a live token no row.
-SELECT c.*, k.revoked AS token_revoked
+-- The columns the answer and the events need, the jsonb ones as their JSON text: the service passes
+-- that on to the answer as it is (parsing it to write it again was most of a claim's cost per job).
+SELECT c.id, c.queue, c.type, c.payload::text AS payload, c.priority, c.status, c.attempt, c.max_attempts,
+       c.idempotency_key, c.created_at, c.visible_at, c.locked_until, c.worker_id, c.completed_at,
+       c.last_error, c.errors::text AS errors, c.result::text AS result, c.releases::text AS releases,
+       c.lease_token, c.claimed_at, k.revoked AS token_revoked
   FROM caller k LEFT JOIN claimed c ON true
  WHERE c.id IS NOT NULL OR k.revoked
  ORDER BY c.priority DESC, c.visible_at, c.id;
@@ -204,8 +209,11 @@ claimed AS (
      WHERE j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.*
 )
--- As JobClaim's: one row with NULL job columns for a revoked token.
-SELECT c.*, k.revoked AS token_revoked
+-- As JobClaim's (its columns too): one row with NULL job columns for a revoked token.
+SELECT c.id, c.queue, c.type, c.payload::text AS payload, c.priority, c.status, c.attempt, c.max_attempts,
+       c.idempotency_key, c.created_at, c.visible_at, c.locked_until, c.worker_id, c.completed_at,
+       c.last_error, c.errors::text AS errors, c.result::text AS result, c.releases::text AS releases,
+       c.lease_token, c.claimed_at, k.revoked AS token_revoked
   FROM caller k LEFT JOIN claimed c ON true
  WHERE c.id IS NOT NULL OR k.revoked
  ORDER BY c.aged_key, c.id;
@@ -340,9 +348,13 @@ pace AS (
                   WHERE q.jobs IS NOT NULL AND (q.key_of IS NOT NULL OR w.key = ''))
            ) - clock_timestamp()) * 1000)::bigint AS free_in_ms
 )
--- As JobClaim's, and one row with NULL job columns when nothing was leased but the limit held
--- something back or will free room (the caller sets its timer from it).
-SELECT c.*, k.revoked AS token_revoked, p.held AS _held, p.free_in_ms AS _free_in_ms
+-- As JobClaim's (its columns too), and one row with NULL job columns when nothing was leased but
+-- the limit held something back or will free room (the caller sets its timer from it).
+SELECT c.id, c.queue, c.type, c.payload::text AS payload, c.priority, c.status, c.attempt, c.max_attempts,
+       c.idempotency_key, c.created_at, c.visible_at, c.locked_until, c.worker_id, c.completed_at,
+       c.last_error, c.errors::text AS errors, c.result::text AS result, c.releases::text AS releases,
+       c.lease_token, c.claimed_at, k.revoked AS token_revoked,
+       p.held AS _held, p.free_in_ms AS _free_in_ms
   FROM caller k CROSS JOIN pace p LEFT JOIN claimed c ON true
  WHERE c.id IS NOT NULL OR k.revoked OR p.held > 0 OR p.free_in_ms IS NOT NULL
  ORDER BY CASE WHEN (SELECT aged FROM q) THEN c.aged_key END, c.priority DESC, c.visible_at, c.id;
@@ -1266,8 +1278,11 @@ claimed AS (
        AND j.id = ANY (ARRAY(SELECT id FROM picked))
     RETURNING j.*, p.ord AS _ord, p.aged AS _aged
 )
--- As JobClaim's: one row with NULL job columns for a revoked token.
-SELECT c.*, k.revoked AS token_revoked
+-- As JobClaim's (its columns too): one row with NULL job columns for a revoked token.
+SELECT c.id, c.queue, c.type, c.payload::text AS payload, c.priority, c.status, c.attempt, c.max_attempts,
+       c.idempotency_key, c.created_at, c.visible_at, c.locked_until, c.worker_id, c.completed_at,
+       c.last_error, c.errors::text AS errors, c.result::text AS result, c.releases::text AS releases,
+       c.lease_token, c.claimed_at, k.revoked AS token_revoked
   FROM caller k LEFT JOIN claimed c ON true
  WHERE c.id IS NOT NULL OR k.revoked
  ORDER BY c._ord, CASE WHEN c._aged THEN c.aged_key END, CASE WHEN NOT c._aged THEN c.priority END DESC,

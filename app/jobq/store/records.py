@@ -1,7 +1,7 @@
 """Rows to typed records: the one place that reads a row by column name. Core gets the
-domain's Job and Lease, or the records below, and never a row's columns (tests/test_rows_stay_in_store.py).
+domain's Job, or the records below, and never a row's columns (tests/test_rows_stay_in_store.py).
 
-Jobs are on the hot path (a claim of 100 jobs builds 100 of them), so their slots are set
+Jobs are on the hot path (a listing of 100 jobs builds 100 of them), so their slots are set
 directly: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``,
 which made a Job cost four times the row's own dict. The other records are NamedTuples,
 built as cheaply as a tuple. Nothing is validated: the row is the database's.
@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from jobq.domain.jobs import Job, JobStatus
-from jobq.domain.leases import Lease, format_lease_id
+from jobq.domain.leases import format_lease_id
 from jobq.store.db import Row
 
 _new = object.__new__
@@ -45,10 +45,6 @@ _errors = _setter(Job, "errors")
 _result = _setter(Job, "result")
 _releases = _setter(Job, "releases")
 
-_lease_id = _setter(Lease, "lease_id")
-_lease_locked_until = _setter(Lease, "locked_until")
-_lease_job = _setter(Lease, "job")
-
 
 def job(row: Row) -> Job:
     """The Job of a row with all of the jobs table's columns (``SELECT *``, ``RETURNING *``)."""
@@ -72,15 +68,6 @@ def job(row: Row) -> Job:
     _result(j, row["result"])
     _releases(j, row["releases"])
     return j
-
-
-def lease(row: Row) -> Lease:
-    """The Lease of a row a claim returned."""
-    le = _new(Lease)
-    _lease_id(le, format_lease_id(row["id"], row["lease_token"]))
-    _lease_locked_until(le, row["locked_until"])
-    _lease_job(le, job(row))
-    return le
 
 
 class JobPage(NamedTuple):
@@ -139,11 +126,60 @@ def scalar(row: Row | None) -> Any:
     return None if row is None else next(iter(row.values()))
 
 
+class LeasedJob(NamedTuple):
+    """A job as a claim leased it, to be answered at once: Job's fields, but its jsonb columns
+    (payload, errors, result, releases) as the JSON text PostgreSQL wrote (the claim statements
+    return them ``::text``), passed on to the answer as they are rather than parsed and written
+    again; ``result`` None for SQL NULL. ``status`` is the column's text."""
+
+    id: int
+    queue: str
+    type: str
+    payload: str
+    priority: int
+    status: str
+    attempt: int
+    max_attempts: int
+    idempotency_key: str | None
+    created_at: datetime
+    visible_at: datetime
+    locked_until: datetime | None
+    worker_id: str | None
+    completed_at: datetime | None
+    last_error: str | None
+    errors: str
+    result: str | None
+    releases: str
+
+
+class Leased(NamedTuple):
+    """A claim handed to a worker: the lease id, its end, and the job (see LeasedJob)."""
+
+    lease_id: str
+    locked_until: datetime
+    job: LeasedJob
+
+
 class Claimed(NamedTuple):
     """A job a claim leased: the lease to hand out, and the change for the events."""
 
-    lease: Lease
+    lease: Leased
     change: JobChange
+
+
+def _claimed(row: Row) -> Claimed:
+    get = row.__getitem__
+    job_id, queue, type_, visible_at, locked_until = (
+        get("id"), get("queue"), get("type"), get("visible_at"), get("locked_until"))
+    worker_id, attempt = get("worker_id"), get("attempt")
+    job = LeasedJob(job_id, queue, type_, get("payload"), get("priority"), get("status"), attempt,
+                    get("max_attempts"), get("idempotency_key"), get("created_at"), visible_at,
+                    locked_until, worker_id, get("completed_at"), get("last_error"),
+                    get("errors"), get("result"), get("releases"))
+    return Claimed(
+        Leased(format_lease_id(job_id, get("lease_token")), locked_until, job),
+        JobChange(job_id, queue, type_, worker_id, attempt, _STATUS[get("status")], visible_at,
+                  get("claimed_at"), None))
 
 
 class ClaimOutcome(NamedTuple):
@@ -162,8 +198,9 @@ NOTHING_CLAIMED = ClaimOutcome([], False)
 
 
 def claim_outcome(rows: Iterable[Row]) -> ClaimOutcome:
-    """The rows of JobClaim, JobClaimAged or JobClaimMany: the leased jobs, or the one row
-    (job columns NULL) that says the token was revoked at the statement's snapshot."""
+    """The rows of JobClaim, JobClaimAged, JobClaimPaced or JobClaimMany (a job's columns, its
+    jsonb ones as text, with lease_token and claimed_at): the leased jobs, or the one row (job
+    columns NULL) that says the token was revoked at the statement's snapshot."""
     out: list[Claimed] = []
     revoked = False
     held, free_in_ms = 0, None
@@ -173,7 +210,7 @@ def claim_outcome(rows: Iterable[Row]) -> ClaimOutcome:
         if r["token_revoked"]:
             revoked = True
         elif r["id"] is not None:
-            out.append(Claimed(lease(r), change(r)))
+            out.append(_claimed(r))
     return ClaimOutcome(out, revoked, held, free_in_ms)
 
 
@@ -203,16 +240,25 @@ def backoff_inputs(row: Row) -> BackoffInputs:
     return BackoffInputs(row["attempt"], row["backoff_base_ms"], row["backoff_max_ms"])
 
 
-class LeaseWon(NamedTuple):
-    """A lease a batch ack completed, and its job's change for the events."""
+class LeasesWon(NamedTuple):
+    """LeaseAckMany's rows: the (job id, lease token) pairs it completed, and their changes
+    for the events."""
 
-    job_id: int
-    lease_token: int
-    change: JobChange
+    won: set[tuple[int, int]]
+    changes: list[JobChange]
 
 
-def lease_won(row: Row) -> LeaseWon:
-    return LeaseWon(row["id"], row["lease_token"], change(row))
+def leases_won(rows: Iterable[Row]) -> LeasesWon:
+    """From LeaseAckMany's columns (id, lease_token, queue, type, worker_id, attempt,
+    claimed_at, completed_at), read by name once each: a batch of 100 reads 100."""
+    won: set[tuple[int, int]] = set()
+    changes: list[JobChange] = []
+    for r in rows:
+        job_id = r["id"]
+        won.add((job_id, r["lease_token"]))
+        changes.append(JobChange(job_id, r["queue"], r["type"], r["worker_id"], r["attempt"], None,
+                                 None, r["claimed_at"], r["completed_at"]))
+    return LeasesWon(won, changes)
 
 
 class LeaseReleased(NamedTuple):
