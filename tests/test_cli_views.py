@@ -500,3 +500,15 @@ def test_queues_delete_asks_refuses_with_counts_and_purges(live_server: LiveServ
     line = one_line(jobq(live_server, "queues", "delete", "busy", "--yes"), 1)
     assert "404" in line and "busy" in line, line
 
+
+def test_queues_delete_refused_for_a_schedule_or_topic_says_the_command_to_run(live_server: LiveServer) -> None:
+    """The refusal names what holds the queue and the command that frees it, as the
+    service's own detail does in its words (purge=true) for HTTP callers."""
+    ok(jobq(live_server, "schedules", "set", "nightly", "--cron", "@daily", "--type", "t", "--queue", "held"))
+    ok(jobq(live_server, "topics", "subscribe", "orders.placed", "held"))
+    line = one_line(jobq(live_server, "queues", "delete", "held", "--yes"), 1)
+    assert "schedules nightly enqueue to it (`jobq schedules delete SCHEDULE`" in line, line
+    assert "subscribed to topics orders.placed (`jobq topics unsubscribe TOPIC held`)" in line, line
+    ok(jobq(live_server, "schedules", "delete", "nightly"))
+    ok(jobq(live_server, "topics", "unsubscribe", "orders.placed", "held"))
+    assert ok(jobq(live_server, "queues", "delete", "held", "--yes")) == "deleted queue held\n"

@@ -161,10 +161,13 @@ def _refusal(name: str, exc: QueueNotEmpty) -> str:
     why = []
     if exc.counts:
         why.append(f"it holds {jobs_by_status(exc.counts)} (--purge deletes them too)")
+    # The next step as a command: the service's words name purge=true and no CLI command.
     if exc.schedules:
-        why.append("schedules " + ", ".join(exc.schedules) + " enqueue to it")
+        why.append("schedules " + ", ".join(exc.schedules) + " enqueue to it (`jobq schedules delete "
+                   "SCHEDULE`, or `jobq schedules set` it with another --queue)")
     if exc.topics:
-        why.append("it is subscribed to topics " + ", ".join(exc.topics))
+        why.append("it is subscribed to topics " + ", ".join(exc.topics)
+                   + f" (`jobq topics unsubscribe TOPIC {name}`)")
     return f"queue {name!r} not deleted: " + "; ".join(why or [str(exc)])
 
 
