@@ -29,8 +29,8 @@ from jobq.domain.jobs import Job, NewJob
 from jobq.domain.jsontext import same_json
 from jobq.domain.rates import Bucket, overload, overload_retry_ms, refused_fraction
 from jobq.store import records
-from jobq.store.enqueue import insert_new
 from jobq.store.db import Connection, dumps_json
+from jobq.store.enqueue import insert_new
 from jobq.store.queries import Q
 from jobq.store.records import JobChange
 
