@@ -45,7 +45,7 @@ def _params(job: NewJob) -> dict[str, Any]:
     return {
         "queue": job.queue,
         "type": job.type,
-        "payload": _jsonb_text(job.payload),
+        "payload": dumps_json(job.payload),
         "priority": job.priority,
         "max_attempts": job.max_attempts,
         "idempotency_key": job.idempotency_key,
@@ -243,20 +243,19 @@ class _NotInserted(Exception):
     """JobInsert inserted nothing under a rate: roll its bucket takes back."""
 
 
-async def _insert(ctx: Context, job: NewJob, params: dict[str, Any],
-                  takes: list[_Take]) -> records.Inserted | None:
+async def _insert(ctx: Context, params: dict[str, Any], takes: list[_Take]) -> records.Inserted | None:
     """JobInsert, alone, or after the bucket takes in one transaction: an insert that does not
     happen (a full queue, a replay) or a bucket that is short takes nothing from any."""
     if not takes:
         row = await ctx.db.fetch_one(Q.JobInsert, params)
-        return None if row is None else records.created_job(job, row)
+        return None if row is None else records.inserted_job(row)
     try:
         async with ctx.db.transaction() as conn:
             await _take(ctx, conn, takes)
             rows = await ctx.db.run(conn, Q.JobInsert, params)
             if not rows:
                 raise _NotInserted
-            return records.created_job(job, rows[0])
+            return records.inserted_job(rows[0])
     except _NotInserted:
         return None
 
@@ -266,7 +265,7 @@ async def enqueue(ctx: Context, job: NewJob, producer: Producer | None = None) -
     params = _params(job)
     for _ in range(_PASSES):
         await ctx.ensure_queues([job.queue])
-        done = await _insert(ctx, job, params, await _limits(ctx, [job], producer))
+        done = await _insert(ctx, params, await _limits(ctx, [job], producer))
         if done is not None:
             ctx.wakeups.jobs_added([(job.queue, done.job.visible_at)])
             ctx.events.emit("enqueued", [done.change])

@@ -34,7 +34,7 @@ from zoneinfo import ZoneInfo
 from jobq.core import counters
 from jobq.core.context import Context
 from jobq.domain.errors import InvalidInput, JobqError, NotFound
-from jobq.domain.jobs import Job, NewJob
+from jobq.domain.jobs import Job
 from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.domain.schedules import (
     MISFIRES,
@@ -304,11 +304,7 @@ async def _enqueue(ctx: Context, conn: Connection, s: ScheduleRecord,
     params = _job_params(s, fire_at)
     inserted = await ctx.db.run(conn, Q.JobInsert, params)
     if inserted:
-        new = NewJob(type=s.job_type, payload=s.job_payload, queue=s.job_queue,
-                     priority=s.job_priority, max_attempts=s.job_max_attempts,
-                     idempotency_key=fire_key(s.name, fire_at))
-        job, change = records.created_job(new, inserted[0])
-        return job, change, True
+        return records.job(inserted[0]), records.change(inserted[0]), True
     key = {"queue": s.job_queue, "idempotency_key": fire_key(s.name, fire_at)}
     existing = await ctx.db.run(conn, Q.JobGetByIdempotencyKey, key)
     if existing:

@@ -47,8 +47,7 @@ SELECT new.id, %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, 'pending',
        new.visible_at, jobq_aged_key(new.visible_at, %(priority)s, new.aging_ms)
   FROM new
  WHERE %(idempotency_key)s::text IS NULL OR EXISTS (SELECT 1 FROM key)
--- Only what the request did not say (records.created_job sets the rest, a new job's defaults).
-RETURNING id, payload, max_attempts, created_at, visible_at;
+RETURNING *;
 
 -- name: JobInsertMany
 -- Enqueue a batch in request order; ids are drawn first so each input row maps to its job.

@@ -534,14 +534,13 @@ def rate_use(row: Row) -> RateUse:
 
 class Inserted(NamedTuple):
     """A job an enqueue created (JobInsert, JobEnqueueMany): the job, and its change for the
-    lifecycle log."""
+    lifecycle log. JobInsert's row holds every column (``inserted_job``)."""
     job: Job
     change: JobChange
 
 
-def created_job(new: NewJob, row: Row) -> Inserted:
-    """JobInsert's row, with the request it answers (see ``created_jobs``)."""
-    return created_jobs([new], [row])[0]
+def inserted_job(row: Row) -> Inserted:
+    return Inserted(job(row), change(row))
 
 
 def created_jobs(jobs: list[NewJob], rows: list[Row]) -> list[Inserted]:
