@@ -250,12 +250,15 @@ class AckResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AckResult:
-        return cls(
-            lease_id=str(data.get("lease_id")),
-            ok=data.get("ok") is True,
-            code=data.get("code"),
-            already_completed=data.get("already_completed") is True,
+        result = _new(cls)  # as Job.from_json: a worker decodes one per job
+        get = data.get
+        result.__dict__.update(
+            lease_id=str(get("lease_id")),
+            ok=get("ok") is True,
+            code=get("code"),
+            already_completed=get("already_completed") is True,
         )
+        return result
 
 
 @dataclass(frozen=True, kw_only=True)

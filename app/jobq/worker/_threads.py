@@ -53,6 +53,7 @@ class DaemonThreadPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: deque[_Outcome] = deque()
         self._wake_sent = False  # a _settle_all is scheduled and has not started yet
+        self._closed = False  # shut down: outcomes are dropped
 
     def submit(
         self, fn: Callable[[Any], Any], arg: Any, token: Any, context: contextvars.Context
@@ -74,7 +75,9 @@ class DaemonThreadPool:
             self._threads.append(thread)
 
     def shutdown(self) -> None:
-        """Let idle threads end; busy ones end after their current call (or with the process)."""
+        """Let idle threads end; busy ones end after their current call (or with the process),
+        and what they return is dropped: the worker is gone."""
+        self._closed = True
         for _ in self._threads:
             self._items.put(None)
 
@@ -105,6 +108,9 @@ class DaemonThreadPool:
         # below or finds the flag down and schedules another pass.
         self._wake_sent = False
         done = self._done
+        if self._closed:
+            done.clear()
+            return
         on_done = self._on_done
         while done:
             token, ok, value = done.popleft()

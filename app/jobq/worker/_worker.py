@@ -652,16 +652,21 @@ class Worker:
                     outcome = _judge(job, value)
         except asyncio.CancelledError:
             if not (r.lost or r.abandoned):
-                # The worker itself is being torn down.
-                if r.ran_s is None:
-                    self._returned(r)
-                self._forget(r)
+                self._torn_down(r)  # the worker itself is being torn down
                 raise
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
             outcome = _Release("shutdown", SHUTDOWN_ERROR)
+        except BaseException:  # SystemExit, KeyboardInterrupt: on their way out
+            self._torn_down(r)
+            raise
         self._handler_done(r, outcome)
+
+    def _torn_down(self, r: _Running) -> None:
+        if r.ran_s is None:
+            self._returned(r)
+        self._forget(r)
 
     def _thread_returned(self, r: _Running, ok: bool, value: Any) -> None:
         """A sync handler's outcome, back on the loop (the pool's callback)."""
