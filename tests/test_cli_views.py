@@ -135,6 +135,25 @@ def test_queues_whose_names_differ_past_80_columns_are_told_apart_in_a_pipe(
     assert names[0] not in cut and "…" in cut
 
 
+def test_one_job_and_what_a_command_did_are_whole_in_a_pipe(live_server: LiveServer) -> None:
+    """Not a terminal: `jobq job ID | cat` broke a payload's long string and the error in two
+    at 80 columns, and `jobq queues delete` its own message mid-sentence, as the listings did
+    before they printed whole. A pipe gets every value on its line, as `grep` needs it."""
+    address = "someone.with.a.long.name@" + "a-very-long-subdomain." * 4 + "example.com"
+    error = "SMTP said no: " + "the mailbox is over its quota and refuses new mail; " * 3
+    queue = "tenant-a.notifications.transactional-mail-for-the-eu-region-primary"
+    job = enqueue(live_server, queue=queue, payload={"to": address, "subject": "welcome " * 8})
+    kill(live_server, queue, error)
+    shown = ok(jobq(live_server, "job", job["id"]))
+    assert f'"to": "{address}"' in shown, shown
+    assert error.strip() in shown, shown
+    # At a terminal the same job still fits it.
+    assert_fits(ok(jobq(live_server, "job", job["id"], tty=True)))
+    enqueue(live_server, queue=queue)
+    done = ok(jobq(live_server, "queues", "delete", queue, "--purge", "--yes"))
+    assert done == f"deleted queue {queue} (purged 2 jobs: 1 pending, 1 dead)\n", done
+
+
 def test_jobs_follow_the_pages_past_1000(live_server: LiveServer) -> None:
     for start in (0, 1000):
         n = 1000 if start == 0 else 150
@@ -321,8 +340,11 @@ def test_queues_set_takes_every_setting_and_shows_the_queue(live_server: LiveSer
     }
     assert httpx.get(live_server.url + "/v1/queues/reports").json()["settings"] == settings
 
-    table = ok(jobq(live_server, "queues", "set", "reports", "--resumed", "--clear", "max_running"))
+    # At a terminal it fits; into a pipe each value is whole on its line.
+    table = ok(jobq(live_server, "queues", "set", "reports", "--resumed", "--clear", "max_running", tty=True))
     assert_fits(table)
+    whole = ok(jobq(live_server, "queues", "set", "reports"))
+    assert re.search(r"counts\s+pending 0, running 0, failed 0, completed 0, dead 0, cancelled 0\n", whole), whole
     for pattern in [
         r"queue\s+reports",
         r"paused\s+no",
@@ -477,3 +499,16 @@ def test_queues_delete_asks_refuses_with_counts_and_purges(live_server: LiveServ
     assert not exists("busy")
     line = one_line(jobq(live_server, "queues", "delete", "busy", "--yes"), 1)
     assert "404" in line and "busy" in line, line
+
+
+def test_queues_delete_refused_for_a_schedule_or_topic_says_the_command_to_run(live_server: LiveServer) -> None:
+    """The refusal names what holds the queue and the command that frees it, as the
+    service's own detail does in its words (purge=true) for HTTP callers."""
+    ok(jobq(live_server, "schedules", "set", "nightly", "--cron", "@daily", "--type", "t", "--queue", "held"))
+    ok(jobq(live_server, "topics", "subscribe", "orders.placed", "held"))
+    line = one_line(jobq(live_server, "queues", "delete", "held", "--yes"), 1)
+    assert "schedules nightly enqueue to it (`jobq schedules delete SCHEDULE`" in line, line
+    assert "subscribed to topics orders.placed (`jobq topics unsubscribe TOPIC held`)" in line, line
+    ok(jobq(live_server, "schedules", "delete", "nightly"))
+    ok(jobq(live_server, "topics", "unsubscribe", "orders.placed", "held"))
+    assert ok(jobq(live_server, "queues", "delete", "held", "--yes")) == "deleted queue held\n"

@@ -463,6 +463,41 @@ def test_at_phone_width_pause_and_the_chart_are_on_screen(
     assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1
 
 
+@pytest.mark.parametrize("width", [800, 1280])
+def test_pause_and_the_chart_are_on_screen_at_any_width_with_long_names(
+    page: Page, api: httpx.Client, live_server: LiveServer, width: int
+) -> None:
+    """Only the phone width became cards: at 800 px (a tablet, half a laptop's screen) the
+    table was 934 px wide in a 766 px frame, and at 1280 px one long queue name pushed the
+    last column out as well, so Pause and the chart sat behind a sideways scroll of the
+    table. A long name now wraps, and a table that still does not fit becomes cards."""
+    short = f"wd{width}"  # the live server is shared: a prefix of this case's own
+    long_name = f"{short}.tenant-alpha.notifications.transactional-mail-for-the-eu-region-primary"
+    for name in (short, long_name):
+        finished(api, name, 1)
+    for name in (short, long_name):
+        enqueue(api, name)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(live_server.url + f"/ui#/queues?prefix={short}")
+    expect(page.locator("tr[data-queue]")).to_have_count(2)
+    frame = page.locator("#body .table-wrap").bounding_box()
+    assert frame is not None
+    for name in (short, long_name):
+        row = page.locator(f'tr[data-queue="{name}"]')
+        for what in (row.get_by_role("button", name="Pause"), row.locator("svg.spark"),
+                     row.locator('[data-col="cancelled"]')):
+            what.evaluate("e => window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 100)")
+            expect(what).to_be_in_viewport(ratio=1)
+            box = what.bounding_box()
+            # inside the table's frame, not past its right edge (where it scrolls sideways)
+            assert box is not None, name
+            assert frame["x"] <= box["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"], (name, box)
+    assert page.evaluate("(() => { const w = document.querySelector('#body .table-wrap');"
+                         " return w.scrollWidth <= w.clientWidth + 1; })()")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width + 1
+    shot(page, f"queues-{width}")
+
+
 @pytest.fixture
 def own_server(database_url: str) -> Iterator[LiveServer]:
     """A service on a database of its own: totals across queues are this test's alone."""

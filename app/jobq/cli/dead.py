@@ -10,7 +10,7 @@ import typer
 
 from jobq.cli.help_format import CommandGroup
 from jobq.cli.jobs import Cursor, Every, Limit, list_jobs, print_jobs
-from jobq.cli.output import AsJson, Wide, console, fail, print_json
+from jobq.cli.output import AsJson, Wide, fail, print_json, show
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_options
 
 app = CommandGroup(help="The dead-letter queue: list (the default), replay, purge.", invoke_without_command=True)
@@ -49,7 +49,7 @@ def dead_replay(ctx: typer.Context, queue: Queue = None, type: Type = None,  # n
     """Send matching dead jobs back to pending."""
     with connect(ctx) as c:
         n = c.replay_dead(queue=queue, type=type, limit=limit)
-    print_json({"replayed": n}) if as_json else console.print(f"replayed {n}")
+    print_json({"replayed": n}) if as_json else show(f"replayed {n}")
 
 
 @app.command("purge")
@@ -69,4 +69,4 @@ def dead_purge(ctx: typer.Context, queue: Queue = None, type: Type = None,  # no
             fail("nothing purged", code=1, as_json=as_json)
     with connect(ctx) as c:
         n = c.purge_dead(queue=queue, type=type, limit=limit)
-    print_json({"purged": n}) if as_json else console.print(f"purged {n}")
+    print_json({"purged": n}) if as_json else show(f"purged {n}")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, Wide, console, fail, print_json, print_table, table_width
+from jobq.cli.output import AsJson, Wide, fail, print_json, print_table, show, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, check_job_id, connect, json_object
 from jobq.cli.views import job_details, jobs_table
 from jobq.client import Client, Job, JobStatus
@@ -87,7 +87,7 @@ def job(ctx: typer.Context, job_id: JobId,
     if as_json:
         print_json(found)
         return
-    console.print(job_details(found))
+    show(job_details(found))
 
 
 @app.command()

@@ -11,8 +11,7 @@ from enum import Enum
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from rich.console import Console, RenderableType
 
 AsJson = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
 Wide = Annotated[bool, typer.Option(
@@ -46,15 +45,23 @@ def table_width(wide: bool) -> int | None:
     return None if wide or not console.is_terminal else console.width
 
 
-def print_table(table: Table, width: int | None) -> None:
+def print_table(table: RenderableType, width: int | None, *, highlight: bool | None = None) -> None:
     """Print a listing built for ``width`` (``table_width``): when None, on a console as wide
     as the table, which rich would otherwise squeeze into the 80 columns it assumes for a
     pipe."""
     if width is not None:
-        console.print(table)
+        console.print(table, highlight=highlight)
         return
     whole = console.measure(table, options=console.options.update_width(UNBOUNDED)).maximum
-    Console(width=max(whole, console.width)).print(table)
+    Console(width=max(whole, console.width)).print(table, highlight=highlight)
+
+
+def show(view: RenderableType, *, highlight: bool | None = None) -> None:
+    """One thing for a person (a job, a queue, a schedule, a line saying what was done): on
+    a terminal, fitted to it; into a pipe or a file, whole, as the listings are. rich folds
+    at the 80 columns it assumes for a pipe, so `jobq job ID | cat` broke a payload's long
+    string across lines and `jobq queues delete` its own message mid-sentence."""
+    print_table(view, table_width(wide=False), highlight=highlight)
 
 
 # Wide enough for any table a listing makes (a measure needs some bound).

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, Wide, console, fail, print_json, print_table, table_width
+from jobq.cli.output import AsJson, Wide, fail, print_json, print_table, show, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, refuse_group_options
 from jobq.cli.views import queue_details, queues_table
 from jobq.client import Client, Queue, QueueNotEmpty
@@ -125,7 +125,7 @@ def queues_set(
     if as_json:
         print_json(q)
     else:
-        console.print(queue_details(q))
+        show(queue_details(q))
 
 
 def _rates(rate_limit: str | None, rate_key: str | None, enqueue_rate: str | None,
@@ -161,10 +161,13 @@ def _refusal(name: str, exc: QueueNotEmpty) -> str:
     why = []
     if exc.counts:
         why.append(f"it holds {jobs_by_status(exc.counts)} (--purge deletes them too)")
+    # The next step as a command: the service's words name purge=true and no CLI command.
     if exc.schedules:
-        why.append("schedules " + ", ".join(exc.schedules) + " enqueue to it")
+        why.append("schedules " + ", ".join(exc.schedules) + " enqueue to it (`jobq schedules delete "
+                   "SCHEDULE`, or `jobq schedules set` it with another --queue)")
     if exc.topics:
-        why.append("it is subscribed to topics " + ", ".join(exc.topics))
+        why.append("it is subscribed to topics " + ", ".join(exc.topics)
+                   + f" (`jobq topics unsubscribe TOPIC {name}`)")
     return f"queue {name!r} not deleted: " + "; ".join(why or [str(exc)])
 
 
@@ -210,4 +213,4 @@ def queues_delete(
     what = [f"purged {jobs_by_status(live)}" if live else "",
             f"deleted {jobs_by_status(finished)}" if finished else ""]
     done = "; ".join(w for w in what if w)
-    console.print(f"deleted queue {name}" + (f" ({done})" if done else ""))
+    show(f"deleted queue {name}" + (f" ({done})" if done else ""))

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, Wide, console, print_json, print_table, table_width
+from jobq.cli.output import AsJson, Wide, print_json, print_table, show, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, json_object, refuse_group_options
 from jobq.cli.views import schedule_details, schedules_table
 from jobq.client import NotFound, Schedule
@@ -19,7 +19,7 @@ Name = Annotated[str, typer.Argument(help="the schedule's name")]
 
 
 def show_schedule(s: Any, as_json: bool) -> None:
-    print_json(s) if as_json else console.print(schedule_details(s))
+    print_json(s) if as_json else show(schedule_details(s))
 
 
 @app.callback()
@@ -126,4 +126,4 @@ def schedules_delete(ctx: typer.Context, name: Name, url: Url = DEFAULT_URL, tok
     """Delete a schedule; the jobs it enqueued stay."""
     with connect(ctx) as c:
         c.delete_schedule(name)
-    print_json({"deleted": name}) if as_json else console.print(f"deleted {name}")
+    print_json({"deleted": name}) if as_json else show(f"deleted {name}")

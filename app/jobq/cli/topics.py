@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from jobq.cli.help_format import CommandGroup
-from jobq.cli.output import AsJson, Wide, console, print_json, print_table, table_width
+from jobq.cli.output import AsJson, Wide, print_json, print_table, show, table_width
 from jobq.cli.remote import DEFAULT_URL, Token, Url, connect, json_object, refuse_group_options
 from jobq.cli.views import jobs_table, topics_table
 
@@ -61,7 +61,7 @@ def topics_subscribe(
         print_json(sub)
     else:
         override = f" as {sub.type}" if sub.type else ""
-        console.print(f"{sub.queue} subscribed to {sub.topic}{override}", highlight=False)
+        show(f"{sub.queue} subscribed to {sub.topic}{override}", highlight=False)
 
 
 @app.command("unsubscribe")
@@ -73,7 +73,7 @@ def topics_unsubscribe(ctx: typer.Context, topic: Topic, queue: Queue, url: Url 
     if as_json:
         print_json({"topic": topic, "unsubscribed": queue})
     else:
-        console.print(f"{queue} unsubscribed from {topic}", highlight=False)
+        show(f"{queue} unsubscribed from {topic}", highlight=False)
 
 
 @app.command("publish")
@@ -108,4 +108,4 @@ def topics_publish(
         width = table_width(wide=False)
         print_table(jobs_table(jobs, width), width)
     else:
-        console.print(f"{topic} has no subscriptions: nothing enqueued", highlight=False)
+        show(f"{topic} has no subscriptions: nothing enqueued", highlight=False)

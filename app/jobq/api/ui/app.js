@@ -838,6 +838,16 @@ function stopPolling() {
   state.timer = null;
 }
 
+// A queues table wider than its frame turns into cards (style.css, table.queues.cards), so
+// that Pause and the chart are never behind a sideways scroll: a fixed breakpoint cannot
+// know how wide the names and the rate limits make the table. Measured as a table each time.
+function fitQueues() {
+  for (const table of document.querySelectorAll("table.queues")) {
+    table.classList.remove("cards");
+    if (table.scrollWidth > table.parentElement.clientWidth + 1) table.classList.add("cards");
+  }
+}
+
 async function refresh() {
   stopPolling();
   const gen = ++state.gen; // a newer refresh (an action's, a navigation's) supersedes this one
@@ -849,6 +859,7 @@ async function refresh() {
     const html = await view.body(r);
     if (r !== current || gen !== state.gen) return; // navigated away or refreshed meanwhile
     body.innerHTML = html;
+    fitQueues();
     setStatus("updated " + new Date().toLocaleTimeString());
   } catch (e) {
     if (r !== current || e.status === 401) return;
@@ -926,5 +937,6 @@ document.addEventListener("DOMContentLoaded", () => {
     views[current.view].filter(ev.target);
   });
   window.addEventListener("hashchange", () => { if ($("#login").hidden) navigate(); });
+  window.addEventListener("resize", fitQueues);
   start();
 });
