@@ -38,6 +38,7 @@ route FastAPI's router records).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Sequence
@@ -210,8 +211,11 @@ class HotPaths:
 def _awaitable(handler: Any) -> Any:
     """An exception handler as an async function: a plain one runs in the thread pool, as
     Starlette runs it."""
-    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-            getattr(handler, "__call__", None)):
+    target = handler
+    while isinstance(target, functools.partial):
+        target = target.func
+    if inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+            type(target).__call__):  # an object whose __call__ is async
         return handler
 
     async def in_thread(request: Request, exc: Exception) -> Any:
@@ -275,7 +279,7 @@ def _may_overlap(earlier: Any, later: Any) -> bool:
         return True
     if len(sa) != len(sb):
         return False
-    for x, y in zip(sa, sb):
+    for x, y in zip(sa, sb, strict=True):
         x_param, y_param = x.startswith("{"), y.startswith("{")
         if x_param and y_param:
             continue
