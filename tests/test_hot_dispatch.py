@@ -246,3 +246,34 @@ async def test_an_exception_no_handler_answers_is_the_500_problem_and_raised_on(
                                      base_url="http://t") as c:
             with pytest.raises(RuntimeError, match="a bug"):
                 await c.post("/x/bug")
+
+
+async def test_a_request_fastapis_telemetry_traces_takes_the_full_stack() -> None:
+    """With an OpenTelemetry provider, FastAPI's telemetry records the route its router
+    picks: such a request is left to the full stack."""
+    from opentelemetry import trace
+
+    class Provider(trace.TracerProvider):  # a configured provider (FastAPI skips a NoOp one)
+        def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+            return trace.NoOpTracer()
+
+    router = APIRouter(prefix="/x", route_class=DirectRoute)
+
+    @router.post("/{what}")
+    async def create_job(what: str, request: Request) -> Response:
+        return Response(what)
+
+    for telemetry, hot in ((None, True), ({"tracer_provider": Provider()}, False)):
+        app = JobqApp(telemetry=telemetry)  # type: ignore[arg-type]
+        problems.install(app)
+        app.include_router(router, dependencies=[Depends(guarded)])
+        served, _, took = _sides(app)
+
+        async def with_principal(scope: Any, receive: Any, send: Any,
+                                 served: ASGI = served) -> None:
+            scope[SCOPE_KEY] = LOCAL
+            await served(scope, receive, send)
+
+        async with _client(with_principal) as c:
+            r = await c.post("/x/fine")
+        assert (r.status_code, r.text, took) == (200, "fine", [hot])
