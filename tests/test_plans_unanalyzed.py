@@ -130,6 +130,7 @@ CASES: list[tuple[str, dict[str, Any], str | None, int]] = [
     # Enqueue: the depth check reads the counters, never jobs.
     ("JobInsert", {}, None, 0),
     ("JobInsertMany", {}, None, 0),
+    ("JobEnqueueMany", {}, None, 0),
     ("QueueDepths", {}, None, 0),
     ("QueueCaps", {}, None, 0),
     ("QueueRunningSlots", {}, None, 0),
@@ -139,7 +140,7 @@ CASES: list[tuple[str, dict[str, Any], str | None, int]] = [
     ("MetricsDepths", {}, None, 0),
 ]
 # The batch writes of ten jobs (the acks, releases and jobs in ``args``).
-BATCH = {"LeaseAckMany": 10, "LeaseReleaseMany": 10, "JobInsertMany": 10}
+BATCH = {"LeaseAckMany": 10, "LeaseReleaseMany": 10, "JobInsertMany": 10, "JobEnqueueMany": 10}
 # Not here: JobDeleteExpired (retention, once per 10 s on the leader), which the move of
 # finished jobs to their own table rewrites; test_sql_plans covers it on an analyzed table.
 

@@ -235,6 +235,7 @@ PAGES_FOR = {
     "JobClaimMany": 400,
     "JobClaimPaced": 400,
     "JobInsertMany": 400,
+    "JobEnqueueMany": 400,
     "LeaseAckMany": 400,
     "LeaseReleaseMany": 400,
     "JobReapExpired": 400,

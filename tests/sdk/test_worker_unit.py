@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import signal
@@ -89,6 +90,33 @@ async def test_many_sync_handlers_finishing_together_each_ack_their_own_result()
     assert sorted(ids[job_id] for job_id in fake.fails) == list(range(1, 300, 50))
     assert all("ValueError: job" in fail["error"] for fail in fake.fails.values())
     assert 1 <= len(threads) <= 8
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
+
+
+async def test_handlers_see_the_callers_context_and_not_each_others() -> None:
+    # Each handler runs in its own copy of the context run_async was called in, sync ones
+    # in their threads as async ones in their tasks; one job's changes stay its own.
+    fake = FakeService()
+    for n in range(6):
+        fake.add("sync" if n % 2 else "async", {"n": n})
+    seen: list[str] = []
+
+    def sync_handler(job: jobq.Job) -> None:
+        seen.append(REQUEST_ID.get())
+        REQUEST_ID.set(f"set by job {job.id}")
+
+    async def async_handler(job: jobq.Job) -> None:
+        seen.append(REQUEST_ID.get())
+        REQUEST_ID.set(f"set by job {job.id}")
+
+    REQUEST_ID.set("the caller's")
+    worker = make_worker(fake, {"sync": sync_handler, "async": async_handler},
+                         concurrency=1, prefetch=2)
+    await run_until(worker, lambda: len(fake.acks) == 6)
+    assert seen == ["the caller's"] * 6
+    assert REQUEST_ID.get() == "the caller's"
 
 
 async def test_types_without_a_handler_are_not_claimed() -> None:

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from jobq.core import counters
 from jobq.core.context import ClaimSettings, Context
 from jobq.domain.errors import (
@@ -28,6 +30,7 @@ from jobq.domain.jsontext import same_json
 from jobq.domain.rates import Bucket, overload, overload_retry_ms, refused_fraction
 from jobq.store import records
 from jobq.store.db import Connection, dumps_json
+from jobq.store.enqueue import insert_new
 from jobq.store.queries import Q
 from jobq.store.records import JobChange
 
@@ -52,7 +55,9 @@ def _params(job: NewJob) -> dict[str, Any]:
 
 
 def _batch_row(job: NewJob) -> dict[str, Any]:
-    return {
+    # What is None is left out (JobInsertMany reads a missing field as NULL): then a "null"
+    # in the batch's text comes from a payload alone (see ``_jsonb_text``).
+    row = {
         "queue": job.queue,
         "type": job.type,
         "payload": job.payload,
@@ -60,8 +65,24 @@ def _batch_row(job: NewJob) -> dict[str, Any]:
         "max_attempts": job.max_attempts,
         "idempotency_key": job.idempotency_key,
         "run_at": job.run_at.isoformat() if job.run_at else None,
-        "delay_ms": job.delay_ms or 0,
+        "delay_ms": job.delay_ms or None,
     }
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def _jsonb_text(value: Any) -> str:
+    """``dumps_json``'s text, through orjson where that is the same JSON (several times
+    faster on a batch). orjson refuses what the standard library escapes (lone surrogates)
+    or writes exactly (integers beyond 64 bits), and writes NaN and Infinity as ``null``:
+    text holding a ``null`` (a payload's own, most likely) takes the standard library's
+    way, which refuses those with its 422."""
+    try:
+        text = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return dumps_json(value)
+    if b"null" in text:
+        return dumps_json(value)
+    return text.decode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +290,15 @@ async def enqueue_many(ctx: Context, jobs: list[NewJob],
     for attempt in range(_PASSES):
         await ctx.ensure_queues(queues)
         takes = await _limits(ctx, jobs, producer) if jobs else []
+        if jobs and not takes:
+            # New jobs only, into queues that exist and have room: one statement, one round
+            # trip, nothing to read back but the columns the request did not say. Anything
+            # else (a replay, a full or deleted queue) it declines, having written nothing.
+            rows = await insert_new(ctx.db, _jsonb_text([_batch_row(j) for j in jobs]), len(jobs))
+            if rows is not None:
+                done = records.created_jobs(jobs, rows)
+                announce(ctx, [d.change for d in done])
+                return [Enqueued(d.job, created=True) for d in done]
         try:
             async with ctx.db.transaction() as conn:
                 if takes:
@@ -293,7 +323,7 @@ async def insert_many(ctx: Context, conn: Connection, jobs: list[NewJob],
     Raises ``QueueFull`` or ``IdempotencyConflict``; the caller's rollback then undoes all."""
     if not jobs:
         return [], []
-    payload = dumps_json([_batch_row(j) for j in jobs])
+    payload = _jsonb_text([_batch_row(j) for j in jobs])
     db = ctx.db
     rows = await db.run(conn, Q.JobInsertMany, {"jobs": payload})
     gone = {job.queue for job, row in zip(jobs, rows, strict=True) if records.queue_missing(row)}

@@ -95,6 +95,64 @@ ins AS (
 )
 SELECT src.ord AS _ord, NOT EXISTS (SELECT 1 FROM q WHERE q.name = src.queue) AS _no_queue, ins.*
   FROM src LEFT JOIN ins ON ins.id = src.id ORDER BY src.ord;
+-- name: JobEnqueueMany
+-- Enqueue a batch of new jobs, all or nothing, in one statement (the fast way of POST /v1/jobs/batch): when every queue exists, no key of the batch is taken (nor twice in it) and no queue would pass max_depth; otherwise it writes nothing and returns no row (the caller then takes JobInsertMany's way).
+-- Rows in request order (ids are drawn in that order), with only what the request did not
+-- say. The checks read the statement's snapshot; a key taken meanwhile by another enqueue
+-- fails the key insert (no ON CONFLICT: unique_violation), which undoes the whole statement.
+-- The depth check counts the committed waiting jobs plus this batch's, as JobInsertMany's
+-- caller does after its insert (QueueDepths).
+WITH src AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, s.*,
+           coalesce(s.run_at, now() + make_interval(secs => coalesce(s.delay_ms, 0) / 1000.0))
+               AS visible_at
+      FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb)
+                      AS (queue text, type text, payload jsonb, priority integer,
+                          max_attempts integer, idempotency_key text, delay_ms bigint,
+                          run_at timestamptz))
+           WITH ORDINALITY
+           AS s(queue, type, payload, priority, max_attempts, idempotency_key, delay_ms, run_at, ord)
+),
+-- Locked FOR KEY SHARE as in JobInsert; a queue deleted meanwhile is missing here.
+q AS MATERIALIZED (
+    SELECT name, max_attempts, aging_ms, max_depth FROM queues
+     WHERE name = ANY (ARRAY(SELECT DISTINCT queue FROM src))
+     ORDER BY name
+       FOR KEY SHARE
+),
+ok AS MATERIALIZED (
+    SELECT (SELECT count(*) FROM q) = (SELECT count(DISTINCT queue) FROM src)
+           AND NOT EXISTS (SELECT 1 FROM src JOIN job_keys k
+                              ON k.queue = src.queue AND k.idempotency_key = src.idempotency_key)
+           AND NOT EXISTS (SELECT 1 FROM src WHERE src.idempotency_key IS NOT NULL
+                            GROUP BY src.queue, src.idempotency_key HAVING count(*) > 1)
+           AND NOT EXISTS (SELECT 1 FROM q WHERE q.max_depth IS NOT NULL
+                              AND (SELECT coalesce(sum(c.n), 0) FROM job_counts c
+                                    WHERE c.queue = q.name AND c.status IN ('pending', 'failed'))
+                                  + (SELECT count(*) FROM src WHERE src.queue = q.name) > q.max_depth)
+           AS ok
+),
+key AS (
+    INSERT INTO job_keys (queue, idempotency_key, job_id)
+    SELECT src.queue, src.idempotency_key, src.id
+      FROM src
+     WHERE src.idempotency_key IS NOT NULL AND (SELECT ok FROM ok)
+     ORDER BY src.ord
+),
+ins AS (
+    INSERT INTO jobs (id, queue, type, payload, priority, status, max_attempts, idempotency_key,
+                      visible_at, aged_key)
+    SELECT src.id, src.queue, src.type, coalesce(src.payload, '{}'::jsonb),
+           coalesce(src.priority, 0), 'pending', coalesce(src.max_attempts, q.max_attempts),
+           src.idempotency_key, src.visible_at,
+           jobq_aged_key(src.visible_at, coalesce(src.priority, 0), q.aging_ms)
+      FROM src JOIN q ON q.name = src.queue
+     WHERE (SELECT ok FROM ok)
+     ORDER BY src.ord
+    RETURNING id, payload, max_attempts, created_at, visible_at
+)
+SELECT * FROM ins ORDER BY id;
+
 -- name: JobGetByIdempotencyKey
 -- The job an idempotency key already names in a queue, live or finished.
 SELECT j.* FROM job_keys k JOIN jobs_all j ON j.id = k.job_id

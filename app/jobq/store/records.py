@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from jobq.domain.jobs import Job, JobStatus
+from jobq.domain.jobs import Job, JobStatus, NewJob
 from jobq.domain.leases import Lease, format_lease_id
 from jobq.store.db import Row
 
@@ -533,10 +533,45 @@ def rate_use(row: Row) -> RateUse:
 
 
 class Inserted(NamedTuple):
-    """JobInsert's row as core needs it: the job, and its change for the lifecycle log."""
+    """A job an enqueue created (JobInsert, JobEnqueueMany): the job, and its change for the
+    lifecycle log. JobInsert's row holds every column (``inserted_job``)."""
     job: Job
     change: JobChange
 
 
 def inserted_job(row: Row) -> Inserted:
     return Inserted(job(row), change(row))
+
+
+def created_jobs(jobs: list[NewJob], rows: list[Row]) -> list[Inserted]:
+    """JobEnqueueMany's rows (request order) with the requests they answer: the jobs as
+    created. The statement returns only what the request did not say (id, the stored
+    payload, max_attempts, created_at, visible_at); a new job's other columns are their
+    defaults, set here as the table sets them."""
+    out: list[Inserted] = []
+    append = out.append
+    pending = JobStatus.PENDING
+    for nj, row in zip(jobs, rows, strict=True):
+        j = _new(Job)
+        job_id = row["id"]
+        queue, type_, visible_at = nj.queue, nj.type, row["visible_at"]
+        _id(j, job_id)
+        _queue(j, queue)
+        _type(j, type_)
+        _payload(j, row["payload"])
+        _priority(j, nj.priority)
+        _status(j, pending)
+        _attempt(j, 0)
+        _max_attempts(j, row["max_attempts"])
+        _idempotency_key(j, nj.idempotency_key)
+        _created_at(j, row["created_at"])
+        _visible_at(j, visible_at)
+        _locked_until(j, None)
+        _worker_id(j, None)
+        _completed_at(j, None)
+        _last_error(j, None)
+        _errors(j, [])
+        _result(j, None)
+        _releases(j, [])
+        append(Inserted(j, JobChange(job_id, queue, type_, None, 0, pending, visible_at, None, None)))
+    return out

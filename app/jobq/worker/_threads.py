@@ -7,21 +7,27 @@ these threads are daemons and the pool never waits for them.
 
 Outcomes go back to the loop in batches: a thread adds its outcome to a shared list and wakes
 the loop only when the list was empty (``call_soon_threadsafe`` writes to the loop's wake-up
-pipe, a system call per job otherwise); the loop settles all of them in one callback.
+pipe, a system call per job otherwise); the loop hands all of them to ``on_done`` in one
+callback. No future and no task per call: the worker's own bookkeeping is the callback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import queue
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-_Item = tuple["asyncio.Future[Any]", contextvars.Context, Callable[[Any], Any], Any]
-_Outcome = tuple["asyncio.Future[Any]", bool, Any]
+# (token, context to run in, function, its argument): what a thread picks up.
+_Item = tuple[Any, contextvars.Context, Callable[[Any], Any], Any]
+# (token, returned normally, the value returned or the exception raised).
+_Outcome = tuple[Any, bool, Any]
+
+log = logging.getLogger("jobq.worker")
 
 
 class HandlerThreadError(RuntimeError):
@@ -30,9 +36,15 @@ class HandlerThreadError(RuntimeError):
 
 
 class DaemonThreadPool:
-    def __init__(self, size: int, name: str = "jobq-handler") -> None:
+    """Calls functions in up to ``size`` daemon threads; ``on_done(token, ok, value)`` gets
+    each outcome on the loop of the first ``submit`` (one loop per pool)."""
+
+    def __init__(
+        self, size: int, on_done: Callable[[Any, bool, Any], None], name: str = "jobq-handler"
+    ) -> None:
         self._size = size
         self._name = name
+        self._on_done = on_done
         self._items: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         # Calls handed over and not yet settled on the loop; read and written on the loop
@@ -41,18 +53,19 @@ class DaemonThreadPool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: deque[_Outcome] = deque()
         self._wake_sent = False  # a _settle_all is scheduled and has not started yet
+        self._closed = False  # shut down: outcomes are dropped
 
-    def run(self, fn: Callable[[Any], Any], arg: Any) -> asyncio.Future[Any]:
-        """Call ``fn(arg)`` in a pool thread; the future settles on the calling loop (one
-        loop per pool: the first caller's).
+    def submit(
+        self, fn: Callable[[Any], Any], arg: Any, token: Any, context: contextvars.Context
+    ) -> None:
+        """Call ``fn(arg)`` in ``context`` (a fresh copy per call: a context runs in one
+        thread at a time) in a pool thread; ``on_done(token, ...)`` follows on the loop.
 
-        Cancelling the future does not stop the thread: its outcome is simply dropped.
+        Nothing stops a thread once started: the caller drops outcomes it no longer wants.
         """
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = self._loop.create_future()
-        # Like asyncio.to_thread: the handler sees the caller's contextvars.
-        self._items.put((future, contextvars.copy_context(), fn, arg))
+        self._items.put((token, context, fn, arg))
         self._outstanding += 1
         if self._outstanding > len(self._threads) and len(self._threads) < self._size:
             thread = threading.Thread(
@@ -60,44 +73,49 @@ class DaemonThreadPool:
             )
             thread.start()
             self._threads.append(thread)
-        return future
 
     def shutdown(self) -> None:
-        """Let idle threads end; busy ones end after their current call (or with the process)."""
+        """Let idle threads end; busy ones end after their current call (or with the process),
+        and what they return is dropped: the worker is gone."""
+        self._closed = True
         for _ in self._threads:
             self._items.put(None)
 
     def _serve(self) -> None:
+        loop = self._loop
+        assert loop is not None
         while (item := self._items.get()) is not None:
-            future, context, fn, arg = item
+            token, context, fn, arg = item
             try:
-                outcome: _Outcome = (future, True, context.run(fn, arg))
+                outcome: _Outcome = (token, True, context.run(fn, arg))
             except Exception as exc:
-                outcome = (future, False, exc)
+                outcome = (token, False, exc)
             except BaseException as exc:
                 wrapped = HandlerThreadError(f"handler raised {exc!r}")
                 wrapped.__cause__ = exc
-                outcome = (future, False, wrapped)
+                outcome = (token, False, wrapped)
             self._done.append(outcome)
             if not self._wake_sent:
                 self._wake_sent = True
                 try:
-                    future.get_loop().call_soon_threadsafe(self._settle_all)
+                    loop.call_soon_threadsafe(self._settle_all)
                 except RuntimeError:
                     pass  # the loop is closed: the worker has stopped and drops this outcome
-            del item, future, outcome
+            del item, token, outcome
 
     def _settle_all(self) -> None:
         # Cleared before the list is read: an outcome added from now on either is read
         # below or finds the flag down and schedules another pass.
         self._wake_sent = False
         done = self._done
+        if self._closed:
+            done.clear()
+            return
+        on_done = self._on_done
         while done:
-            future, ok, value = done.popleft()
+            token, ok, value = done.popleft()
             self._outstanding -= 1
-            if future.done():  # cancelled: the job was lost or handed back meanwhile
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
+            try:
+                on_done(token, ok, value)
+            except Exception:  # a bug there must not lose the outcomes after this one
+                log.exception("handling a handler's outcome failed")

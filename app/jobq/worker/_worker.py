@@ -8,17 +8,22 @@ long-poll for a connection and a claim never waits behind a report.
   ``concurrency + prefetch`` jobs; it never waits for acks (a job whose handler has
   returned no longer takes a slot) and backs off with jitter when the service cannot be
   reached;
-- a claimed job starts in the same loop turn that decoded its lease: its task is created
-  (a sync handler is handed to the thread pool) before the claim loop asks again; jobs
-  beyond ``concurrency`` wait, prefetched, and the next one starts in the turn a handler
-  returns;
-- each job runs in its own task: ``async def`` handlers on the loop, plain functions in
-  a thread pool;
+- a claimed job starts in the same loop turn that decoded its lease (a sync handler is
+  handed to the thread pool, an async one gets its task) before the claim loop asks again;
+  jobs beyond ``concurrency`` wait, prefetched, and the next one starts in the turn a
+  handler returns;
+- ``async def`` handlers run on the loop, each in its own task; plain functions run in a
+  thread pool with no task of their own: the threads' outcomes come back to the loop in
+  batches, as callbacks, and go straight to the acker (what a task and two futures per job
+  did cost about a third of the worker's CPU in a drain of no-op jobs);
+- every handler runs in its own copy of the context ``run_async`` was called in (context
+  variables set before it are seen; what one handler sets is not seen by the next);
 - one heartbeat task extends every held lease, prefetched ones too, at a third of its
   length (the contract has no batch heartbeat, so the calls go out concurrently);
 - one acker task batches acks: whatever finishes while an ack is in flight goes out
-  together in the next ``POST /v1/leases/ack``; a releaser does the same for the jobs a
-  stop hands back (``POST /v1/leases/release``);
+  together in the next ``POST /v1/leases/ack``, and each answer is handed to the job's
+  callback; a releaser does the same for the jobs a stop hands back
+  (``POST /v1/leases/release``); a fail goes out from a task of its own;
 - one task reports the worker process itself (``POST /v1/workers/{id}/beat``) at start,
   every ``WORKER_BEAT_S`` and as it stops, so the service lists it even while idle; a beat
   that fails is logged at DEBUG and forgotten (an older service answers 404).
@@ -27,6 +32,7 @@ long-poll for a connection and a claim never waits behind a report.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
 import logging
@@ -42,6 +48,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, Final, Generic, TypeVar
 
 import httpx
@@ -138,28 +145,37 @@ class _Release:
     fallback_error: str  # the fail sent instead to a service that cannot release
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Running:
-    """A job this worker holds a lease on, from claim until its ack or fail is answered."""
+    """A job this worker holds a lease on, from claim until its ack or fail is answered.
+
+    No task per job for a plain-function handler: its thread's outcome comes back to the
+    loop in a callback (``_thread_returned``), and an ack is a callback of the acker too
+    (``_acked``). An ``async def`` handler runs in its own task; a fail (and the old
+    service's hand-back) is sent from a task of its own (``report``).
+    """
 
     lease: Lease
     is_async: bool
     lease_s: float
     next_beat: float  # loop time
-    task: asyncio.Task[None] | None = None  # None while prefetched (not started)
-    thread_result: asyncio.Future[Any] | None = None  # a sync handler's, once handed over
+    task: asyncio.Task[None] | None = None  # an async handler's, once started
+    report: asyncio.Task[None] | None = None  # the task sending its fail, if it fails
     beating: bool = False
     reporting: bool = False  # the handler is done; its ack or fail is under way
     lost: bool = False  # the service says the lease is gone: never ack or fail it
     abandoned: bool = False  # the grace period ran out: release it
     started: float | None = None  # loop time the handler started (None while prefetched)
-    ran_s: float | None = None  # how long the handler ran, once it returned
+    ran_s: float | None = None  # how long the handler ran, once it returned (or was given up)
 
     def duration(self, now: float) -> float:
         """The handler's run time, or so far when it has not returned: for the log."""
         if self.ran_s is not None:
             return self.ran_s
         return 0.0 if self.started is None else now - self.started
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [t for t in (self.task, self.report) if t is not None]
 
 
 @dataclass
@@ -353,7 +369,12 @@ class Worker:
             self._stop.set()
             self._stop_requested = False
         installed = self._install_signal_handlers() if handle_signals else []
-        self._pool = DaemonThreadPool(self.concurrency)
+        self._pool = DaemonThreadPool(self.concurrency, self._thread_returned)
+        # Set when the last lease held is settled: what a stop waits for.
+        self._emptied = asyncio.Event()
+        # Each handler runs in a copy of this: the caller's context vars, as asyncio.to_thread
+        # and create_task give them.
+        self._context = contextvars.copy_context()
         self._acker = _Acker(self)
         self._releaser = _Releaser(self)
         self._started_at = datetime.now(UTC)
@@ -397,7 +418,7 @@ class Worker:
                     # Nothing more may start (prefetched leases expire on the service).
                     self._ready.clear()
                     # Normally only the helpers are left; after a cancel, the jobs too.
-                    jobs = [r.task for r in self._running.values() if r.task is not None]
+                    jobs = [t for r in self._running.values() for t in r.tasks()]
                     leftovers = [*helpers, *self._beat_tasks, *jobs]
                     for task in leftovers:
                         task.cancel()
@@ -530,8 +551,8 @@ class Worker:
             capped = False
             # In the turn that decoded them: a claim answered just as the stop came is
             # kept too (the drain runs it).
-            for lease in leases:
-                self._take(lease)
+            if leases:
+                self._take_all(leases)
             elapsed = self._loop.time() - started
             if not leases and elapsed < MIN_EMPTY_POLL_S:
                 await self._pause((MIN_EMPTY_POLL_S - elapsed) * random.uniform(1.0, 1.5))
@@ -555,36 +576,48 @@ class Worker:
     async def _pause(self, seconds: float) -> None:
         await _wait_event(self._stop, seconds)
 
-    def _take(self, lease: Lease) -> None:
-        """Hold a claimed lease: start it now if a slot is free, else keep it prefetched."""
+    def _take_all(self, leases: list[Lease]) -> None:
+        """Hold claimed leases: start each now if a slot is free, else keep it prefetched."""
         assert self._loop is not None
-        lease_s = self._lease_length(lease)
-        r = _Running(
-            lease=lease,
-            is_async=self._is_async.get(lease.job.type, False),
-            lease_s=lease_s,
-            next_beat=self._loop.time() + lease_s * HEARTBEAT_FRACTION,
-        )
-        self._running[lease.lease_id] = r
-        if r.next_beat < self._beat_wake:  # else the heartbeat loop wakes in time for it
-            self._beats_changed.set()
-        log.debug(
-            "job %s (%s): claimed, attempt %d", lease.job.id, lease.job.type, lease.job.attempt
-        )
-        if self._active < self.concurrency:
-            self._start(r)
-        else:
-            self._ready.append(r)
+        loop_now = self._loop.time()
+        debug = log.isEnabledFor(logging.DEBUG)
+        # The leases of one claim share their locked_until (one parsed datetime, see
+        # jobq.client._models): their length is worked out once.
+        locked_until: datetime | None | bool = False
+        lease_s = 0.0
+        beat_wake = self._beat_wake
+        for lease in leases:
+            if lease.locked_until is not locked_until or self.lease_ms is not None:
+                locked_until = lease.locked_until
+                lease_s = self._lease_length(lease)
+            job = lease.job
+            r = _Running(lease, self._is_async.get(job.type, False), lease_s,
+                         loop_now + lease_s * HEARTBEAT_FRACTION)
+            self._running[lease.lease_id] = r
+            if r.next_beat < beat_wake:  # else the heartbeat loop wakes in time for it
+                self._beats_changed.set()
+            if debug:
+                log.debug("job %s (%s): claimed, attempt %d", job.id, job.type, job.attempt)
+            if self._active < self.concurrency:
+                self._start(r)
+            else:
+                self._ready.append(r)
 
     def _start(self, r: _Running) -> None:
         assert self._loop is not None
         self._active += 1
         r.started = self._loop.time()
-        handler = self.handlers.get(r.lease.job.type)
+        job = r.lease.job
+        handler = self.handlers.get(job.type)
         if handler is not None and not r.is_async:
-            # Into the thread pool now, not on the task's first step a loop turn later.
-            r.thread_result = self._pool.run(handler, r.lease.job)
-        r.task = asyncio.create_task(self._process(r), name=f"jobq-job-{r.lease.job.id}")
+            # Into the thread pool now; its outcome comes back in _thread_returned.
+            self._pool.submit(handler, job, r, self._context.copy())
+        else:
+            # Each job in a copy of the worker's context, as a sync handler's thread is:
+            # what one handler sets is not seen by the next.
+            r.task = asyncio.create_task(
+                self._process(r), name=f"jobq-job-{job.id}", context=self._context.copy()
+            )
 
     def _start_prefetched(self) -> None:
         while self._ready and self._active < self.concurrency:
@@ -601,129 +634,160 @@ class Worker:
     # Running one job
 
     async def _process(self, r: _Running) -> None:
-        job = r.lease.job
-        try:
-            try:
-                outcome: _Ack | _Fail | _Release = await self._call_handler(r)
-            except asyncio.CancelledError:
-                if not (r.lost or r.abandoned):
-                    raise  # the worker itself is being torn down
-                current = asyncio.current_task()
-                if current is not None:
-                    current.uncancel()
-                outcome = _Release("shutdown", SHUTDOWN_ERROR)
-            finally:
-                if r.started is not None:
-                    r.ran_s = asyncio.get_running_loop().time() - r.started
-                # The slot is free once the handler returns, before its ack: the next
-                # prefetched job starts in this very turn, and the claim loop may ask again.
-                self._active -= 1
-                self._start_prefetched()
-                self._slot_freed.set()
-            if r.lost:
-                log.debug("job %s: lease was lost; its outcome is dropped", job.id)
-                return
-            r.reporting = True
-            try:
-                await self._report(r, outcome)
-            except Exception:
-                log.exception("job %s: reporting its outcome failed; the lease will expire", job.id)
-        finally:
-            # No wake for the heartbeat loop: a lease gone needs no beat, and waking it to
-            # find that out costs a pass over every lease held, per job.
-            self._running.pop(r.lease.lease_id, None)
-            self._slot_freed.set()
-
-    async def _call_handler(self, r: _Running) -> _Ack | _Fail:
+        """An async handler's task (or the failure of a job type without a handler)."""
         job = r.lease.job
         handler = self.handlers.get(job.type)
-        if handler is None:  # the types filter should make this impossible
-            return _Fail(f"this worker has no handler for job type {job.type!r}")
+        outcome: _Ack | _Fail | _Release
         try:
-            if r.is_async:
-                value = await handler(job)  # type: ignore[misc]
+            if handler is None:  # the types filter should make this impossible
+                outcome = _Fail(f"this worker has no handler for job type {job.type!r}")
             else:
-                if r.thread_result is None:
-                    r.thread_result = self._pool.run(handler, job)
-                value = await r.thread_result
-        # The reason is the job's error word for word, as the JavaScript and Go workers send
-        # it: it is what the handler chose to say (jobq conformance's fail check wants it so).
-        except Retry as exc:
-            return _Fail(exc.reason, retry_in_ms=exc.in_ms)
-        except Discard as exc:
-            return _Fail(exc.reason, retry=False)
-        except Exception as exc:
-            return _Fail(describe(exc))
-        if inspect.isawaitable(value):
-            if inspect.iscoroutine(value):
-                value.close()  # never awaited; close it so Python does not warn later
-            return _Fail(
-                f"the handler for {job.type!r} returned an awaitable instead of a result; "
-                "declare it `async def` so the worker awaits it",
-                retry=False,
-            )
-        if value is None or type(value) in _PLAIN:
-            return _Ack(value)  # JSON as it is: no trial encoding (most handlers return None)
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            # Retrying would run the side effects again only to fail the same way: dead.
-            return _Fail(
-                f"the handler for {job.type!r} returned a value that is not JSON-serialisable "
-                f"({type(value).__name__}): {exc}",
-                retry=False,
-            )
-        return _Ack(value)
+                try:
+                    value = await handler(job)
+                # The reason is the job's error word for word, as the JavaScript and Go
+                # workers send it (see _failure).
+                except Exception as exc:
+                    outcome = _failure(exc)
+                else:
+                    outcome = _judge(job, value)
+        except asyncio.CancelledError:
+            if not (r.lost or r.abandoned):
+                self._torn_down(r)  # the worker itself is being torn down
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            outcome = _Release("shutdown", SHUTDOWN_ERROR)
+        except BaseException:  # SystemExit, KeyboardInterrupt: on their way out
+            self._torn_down(r)
+            raise
+        self._handler_done(r, outcome)
 
-    async def _report(self, r: _Running, outcome: _Ack | _Fail | _Release) -> None:
-        if isinstance(outcome, _Release):
-            await self._send_release(r, outcome)
+    def _torn_down(self, r: _Running) -> None:
+        if r.ran_s is None:
+            self._returned(r)
+        self._forget(r)
+
+    def _thread_returned(self, r: _Running, ok: bool, value: Any) -> None:
+        """A sync handler's outcome, back on the loop (the pool's callback)."""
+        if r.ran_s is not None:
+            return  # given up when the grace period ran out, and released: dropped
+        if not ok:
+            outcome: _Ack | _Fail | _Release = _failure(value)
+        elif value is None or type(value) in _PLAIN:
+            outcome = _Ack(value)  # JSON as it is: no trial encoding (most handlers return None)
+        else:
+            outcome = _judge(r.lease.job, value)
+        self._handler_done(r, outcome)
+
+    def _give_up_thread(self, r: _Running) -> None:
+        """The grace period ran out on a sync handler: its thread cannot be stopped, so its
+        job is released now and what the thread returns later is dropped."""
+        if r.ran_s is None:  # else it returned meanwhile and reports as usual
+            self._handler_done(r, _Release("shutdown", SHUTDOWN_ERROR))
+
+    def _returned(self, r: _Running) -> None:
+        """The handler is done: its slot is free before its ack, so the next prefetched job
+        starts now and the claim loop may ask again."""
+        assert self._loop is not None and r.started is not None
+        r.ran_s = self._loop.time() - r.started
+        self._active -= 1
+        if self._ready:
+            self._start_prefetched()
+        self._slot_freed.set()
+
+    def _handler_done(self, r: _Running, outcome: _Ack | _Fail | _Release) -> None:
+        if r.ran_s is None:
+            self._returned(r)
+        job = r.lease.job
+        if r.lost:
+            log.debug("job %s: lease was lost; its outcome is dropped", job.id)
+            self._forget(r)
             return
-        failure = await self._send_ack(r, outcome) if isinstance(outcome, _Ack) else outcome
-        if failure is not None:
-            await self._send_fail(r, failure)
+        r.reporting = True
+        kind = type(outcome)
+        if kind is _Ack:
+            self._acker.add((r.lease.lease_id, outcome.result), partial(self._acked, r))  # type: ignore[union-attr]
+        elif kind is _Release:
+            self._releaser.add(r.lease.lease_id, partial(self._released, r, outcome))
+        else:
+            self._send_fail_soon(r, outcome)  # type: ignore[arg-type]
 
-    async def _send_release(self, r: _Running, release: _Release) -> None:
+    def _forget(self, r: _Running) -> None:
+        """The job is settled (or never will be, by us): drop its lease.
+
+        No wake for the heartbeat loop: a lease gone needs no beat, and waking it to find
+        that out costs a pass over every lease held, per job."""
+        running = self._running
+        running.pop(r.lease.lease_id, None)
+        if not running:
+            self._emptied.set()
+
+    def _send_fail_soon(self, r: _Running, failure: _Fail) -> None:
+        r.report = asyncio.create_task(self._fail_task(r, failure), name=f"jobq-fail-{r.lease.job.id}")
+
+    async def _fail_task(self, r: _Running, failure: _Fail) -> None:
+        try:
+            await self._send_fail(r, failure)
+        except Exception:
+            log.exception("job %s: reporting its outcome failed; the lease will expire", r.lease.job.id)
+        finally:
+            self._forget(r)
+
+    def _released(self, r: _Running, release: _Release, answer: str | BaseException) -> None:
+        """The releaser's answer for one job."""
         job = r.lease.job
         try:
-            code = await self._releaser.submit(r.lease.lease_id)
+            if isinstance(answer, BaseException):
+                raise answer
+            if answer == "ok":
+                self._outcome(r, f"released ({release.why})")
+            elif answer == NO_RELEASE:
+                self._send_fail_soon(r, _Fail(release.fallback_error, retry_in_ms=0))
+                return  # that task forgets the job once the fail is answered
+            else:
+                log.warning("job %s: release answered %s; nothing more to do", job.id, answer)
         except _REFUSED as exc:
             self._refused(f"release of job {job.id}", exc)
         except _GaveUp:
             log.error("job %s: could not release before exit; the lease will expire", job.id)
         except APIError as exc:
             log.error("job %s: the service refused the release: %s", job.id, exc)
-        else:
-            if code == "ok":
-                self._outcome(r, f"released ({release.why})")
-            elif code == NO_RELEASE:
-                await self._send_fail(r, _Fail(release.fallback_error, retry_in_ms=0))
-            else:
-                log.warning("job %s: release answered %s; nothing more to do", job.id, code)
+        except Exception:
+            log.exception("job %s: reporting its outcome failed; the lease will expire", job.id)
+        self._forget(r)
 
-    async def _send_ack(self, r: _Running, ack: _Ack) -> _Fail | None:
-        """Ack; returns the failure to report instead when the service refuses the result."""
+    def _acked(self, r: _Running, answer: str | BaseException) -> None:
+        """The acker's answer for one job; a result the service refuses is failed instead."""
+        if answer == "ok":  # the common case first: one comparison, then the log line
+            self._outcome(r, "completed")
+            self._forget(r)
+            return
         job = r.lease.job
+        failure: _Fail | None = None
         try:
-            code = await self._acker.submit((r.lease.lease_id, ack.result))
+            if isinstance(answer, BaseException):
+                raise answer
+            if answer == ALREADY_STORED:
+                # The ack was sent again after its answer was lost; the first one committed.
+                log.info("job %s: acked (a retried ack: the first one had stored the result)", job.id)
+            else:
+                log.warning("job %s: ack answered %s; the result is dropped", job.id, answer)
         except PayloadTooLarge as exc:
-            return _Fail(f"the service refused the result as too large: {exc}", retry=False)
+            failure = _Fail(f"the service refused the result as too large: {exc}", retry=False)
         except _REFUSED as exc:
             # A fail would be refused alike: the lease expires and the job runs again.
             self._refused(f"ack of job {job.id}", exc)
         except _GaveUp:
             log.error("job %s: could not ack before exit; the lease will expire", job.id)
         except APIError as exc:
-            return _Fail(f"the service refused the ack: {exc}", retry=False)
+            failure = _Fail(f"the service refused the ack: {exc}", retry=False)
+        except Exception:
+            log.exception("job %s: reporting its outcome failed; the lease will expire", job.id)
+        if failure is None:
+            self._forget(r)
         else:
-            if code == "ok":
-                self._outcome(r, "completed")
-            elif code == ALREADY_STORED:
-                # The ack was sent again after its answer was lost; the first one committed.
-                log.info("job %s: acked (a retried ack: the first one had stored the result)", job.id)
-            else:
-                log.warning("job %s: ack answered %s; the result is dropped", job.id, code)
-        return None
+            self._send_fail_soon(r, failure)
 
     async def _send_fail(self, r: _Running, failure: _Fail) -> None:
         job = r.lease.job
@@ -749,6 +813,8 @@ class Worker:
 
     def _outcome(self, r: _Running, what: str, error: str | None = None) -> None:
         """The one INFO line per job outcome an operator reads: id, type, attempt, time."""
+        if not log.isEnabledFor(logging.INFO):
+            return
         assert self._loop is not None
         job = r.lease.job
         reason = f": {_first_line(error)}" if error else ""
@@ -762,6 +828,7 @@ class Worker:
             r.duration(self._loop.time()),
             reason,
         )
+
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
         """Retry a report through outages. Safe: the lease id fences every retry, so a
@@ -866,14 +933,14 @@ class Worker:
             r.duration(now),
             exc.code,
         )
-        if r.task is None:  # prefetched, never started: just forget it
+        if r.started is None and not r.reporting:  # prefetched, never started: just forget it
             with suppress(ValueError):
                 self._ready.remove(r)
-            self._running.pop(r.lease.lease_id, None)
+            self._forget(r)
             self._slot_freed.set()
             return
         # An async handler can be stopped; a thread cannot, so its result is dropped later.
-        if r.is_async and not r.reporting:
+        if r.task is not None and not r.reporting:
             r.task.cancel()
 
     # Shutdown
@@ -887,13 +954,8 @@ class Worker:
         deadline = self._loop.time() + self.grace_period
         if self._running:
             log.info("waiting up to %gs for %s", self.grace_period, _count(len(self._running), "job"))
-        while True:
-            # Re-read each time: prefetched jobs start here as slots free.
-            tasks = [r.task for r in self._running.values() if r.task and not r.task.done()]
-            remaining = deadline - self._loop.time()
-            if not tasks or remaining <= 0:
-                break
-            await asyncio.wait(tasks, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        # Every job held leaves _running once its handler is done and its report answered.
+        await self._until_none_held(deadline)
         self._report_deadline = self._loop.time() + FINAL_REPORT_S
         late = [r for r in self._running.values() if not (r.reporting or r.lost)]
         if late:
@@ -901,28 +963,33 @@ class Worker:
         while self._ready:
             self._hand_back(self._ready.popleft())
         for r in late:
-            if r.task is not None and not r.abandoned:
+            if r.started is not None and not r.abandoned:
                 r.abandoned = True
-                r.task.cancel()
-        tasks = [r.task for r in self._running.values() if r.task is not None]
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=FINAL_REPORT_S + 1.0)
-            for task in pending:  # lost sync jobs whose threads are still busy
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+                if r.task is not None:
+                    r.task.cancel()
+                else:
+                    # In the next loop turn, as the cancelled tasks' handling: all of them
+                    # reach the releaser before it sends, as one batch.
+                    self._loop.call_soon(self._give_up_thread, r)
+        await self._until_none_held(self._loop.time() + FINAL_REPORT_S + 1.0)
+        # Left: lost sync jobs whose threads are still busy, handlers deaf to their cancel.
+        tasks = [t for r in self._running.values() for t in r.tasks() if not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _until_none_held(self, deadline: float) -> None:
+        assert self._loop is not None
+        while self._running and (remaining := deadline - self._loop.time()) > 0:
+            self._emptied.clear()
+            await _wait_event(self._emptied, remaining)
 
     def _hand_back(self, r: _Running) -> None:
         """Give a prefetched, never started job back (release: pending again at once)."""
         r.abandoned = True
         r.reporting = True  # so a lost lease does not cancel the report itself
-        r.task = asyncio.create_task(self._send_unstarted(r), name=f"jobq-back-{r.lease.job.id}")
-
-    async def _send_unstarted(self, r: _Running) -> None:
-        try:
-            if not r.lost:
-                await self._send_release(r, _Release("shutdown, never started", UNSTARTED_ERROR))
-        finally:
-            self._running.pop(r.lease.lease_id, None)
+        release = _Release("shutdown, never started", UNSTARTED_ERROR)
+        self._releaser.add(r.lease.lease_id, partial(self._released, r, release))
 
 
 def _fail_outcome(failure: _Fail, answered: Job) -> str:
@@ -954,18 +1021,17 @@ def _count(n: int, noun: str) -> str:
 class _Batcher(Generic[_Item]):
     """Sends reports of one kind, batching the ones that pile up while a request is in
     flight. No timer: a lone report goes out at once, and under load the batches grow by
-    themselves. Each report's answer is ``"ok"`` or a code that says why not."""
+    themselves. Each report's answer, ``"ok"`` or a code that says why not (or the
+    exception that stopped the request), goes to the callback that came with it."""
 
     def __init__(self, worker: Worker) -> None:
         self._worker = worker
-        self._pending: list[tuple[_Item, asyncio.Future[str]]] = []
+        self._pending: list[tuple[_Item, Callable[[str | BaseException], None]]] = []
         self._wake = asyncio.Event()
 
-    async def submit(self, item: _Item) -> str:
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+    def add(self, item: _Item, on_answer: Callable[[str | BaseException], None]) -> None:
+        self._pending.append((item, on_answer))
         self._wake.set()
-        return await future
 
     async def run(self) -> None:
         while True:
@@ -976,27 +1042,34 @@ class _Batcher(Generic[_Item]):
                 del self._pending[:MAX_BATCH]
                 await self._send(batch)
 
-    async def _send(self, batch: list[tuple[_Item, asyncio.Future[str]]]) -> None:
+    async def _send(self, batch: list[tuple[_Item, Callable[[str | BaseException], None]]]) -> None:
         raise NotImplementedError
+
+
+def _answer(on_answer: Callable[[str | BaseException], None], value: str | BaseException) -> None:
+    try:
+        on_answer(value)
+    except Exception:  # a bug there must not stop the batcher, which every job needs
+        log.exception("handling a report's answer failed")
 
 
 class _Acker(_Batcher[tuple[str, Any]]):
     """Acks: (lease_id, result); ``lease_lost`` or ALREADY_STORED when not ok."""
 
-    async def _send(self, batch: list[tuple[tuple[str, Any], asyncio.Future[str]]]) -> None:
+    async def _send(self, batch: list[tuple[tuple[str, Any], Callable[[str | BaseException], None]]]) -> None:
         client = self._worker._reports
         if len(batch) == 1:
-            (lease_id, result), future = batch[0]
+            (lease_id, result), on_answer = batch[0]
             try:
                 await self._worker._retrying(lambda: client.ack(lease_id, result))
             except LeaseLost as exc:
-                _settle(future, ALREADY_STORED if exc.already_completed else exc.code or "lease_lost")
+                _answer(on_answer, ALREADY_STORED if exc.already_completed else exc.code or "lease_lost")
             except NotFound as exc:
-                _settle(future, exc.code or "not_found")
+                _answer(on_answer, exc.code or "not_found")
             except Exception as exc:
-                _settle(future, exc)
+                _answer(on_answer, exc)
             else:
-                _settle(future, "ok")
+                _answer(on_answer, "ok")
             return
         try:
             results = await self._worker._retrying(lambda: client.ack_many([item for item, _ in batch]))
@@ -1005,17 +1078,21 @@ class _Acker(_Batcher[tuple[str, Any]]):
             await asyncio.gather(*(self._send([entry]) for entry in batch))
             return
         except Exception as exc:
-            for _, future in batch:
-                _settle(future, exc)
+            for _, on_answer in batch:
+                _answer(on_answer, exc)
             return
         by_id = {r.lease_id: r for r in results}
-        for (lease_id, _), future in batch:
+        for (lease_id, _), on_answer in batch:
             answer = by_id.get(lease_id)
             if answer is None:
-                _settle(future, "missing from the batch answer")
+                _answer(on_answer, "missing from the batch answer")
+            elif answer.ok:
+                try:  # _answer inline: once per job
+                    on_answer("ok")
+                except Exception:
+                    log.exception("handling a report's answer failed")
             else:
-                _settle(future, "ok" if answer.ok else ALREADY_STORED if answer.already_completed
-                        else answer.code or "not ok")
+                _answer(on_answer, ALREADY_STORED if answer.already_completed else answer.code or "not ok")
 
 
 class _Releaser(_Batcher[str]):
@@ -1024,22 +1101,22 @@ class _Releaser(_Batcher[str]):
     ``POST /v1/leases/release``. Not ok: ``lease_lost``, ``not_found``, or NO_RELEASE when the
     service has no release endpoint."""
 
-    async def _send(self, batch: list[tuple[str, asyncio.Future[str]]]) -> None:
+    async def _send(self, batch: list[tuple[str, Callable[[str | BaseException], None]]]) -> None:
         client = self._worker._reports
         if len(batch) == 1:
-            lease_id, future = batch[0]
+            lease_id, on_answer = batch[0]
             try:
                 await self._worker._retrying(lambda: client.release(lease_id))
             except LeaseLost as exc:
-                _settle(future, exc.code or "lease_lost")
+                _answer(on_answer, exc.code or "lease_lost")
             except (NotFound, MethodNotAllowed):
                 # Either the lease is unknown or (far likelier for a lease this worker
                 # holds) the service predates release: the fallback fail settles which.
-                _settle(future, NO_RELEASE)
+                _answer(on_answer, NO_RELEASE)
             except Exception as exc:
-                _settle(future, exc)
+                _answer(on_answer, exc)
             else:
-                _settle(future, "ok")
+                _answer(on_answer, "ok")
             return
         try:
             results = await self._worker._retrying(
@@ -1048,29 +1125,56 @@ class _Releaser(_Batcher[str]):
         except (NotFound, MethodNotAllowed):
             # Unknown leases are answered inside the results: this is a service without
             # the batch release, so without release at all.
-            for _, future in batch:
-                _settle(future, NO_RELEASE)
+            for _, on_answer in batch:
+                _answer(on_answer, NO_RELEASE)
             return
         except Exception as exc:
-            for _, future in batch:
-                _settle(future, exc)
+            for _, on_answer in batch:
+                _answer(on_answer, exc)
             return
         by_id = {r.lease_id: r for r in results}
-        for lease_id, future in batch:
+        for lease_id, on_answer in batch:
             answer = by_id.get(lease_id)
             if answer is None:
-                _settle(future, "missing from the batch answer")
+                _answer(on_answer, "missing from the batch answer")
             else:
-                _settle(future, "ok" if answer.ok else answer.code or "not ok")
+                _answer(on_answer, "ok" if answer.ok else answer.code or "not ok")
 
 
-def _settle(future: asyncio.Future[str], value: str | BaseException) -> None:
-    if future.done():  # the job task was cancelled meanwhile
-        return
-    if isinstance(value, BaseException):
-        future.set_exception(value)
-    else:
-        future.set_result(value)
+def _failure(exc: Exception) -> _Fail:
+    """What a handler's exception reports. The reason is the job's error word for word, as
+    the JavaScript and Go workers send it: it is what the handler chose to say (jobq
+    conformance's fail check wants it so)."""
+    if isinstance(exc, Retry):
+        return _Fail(exc.reason, retry_in_ms=exc.in_ms)
+    if isinstance(exc, Discard):
+        return _Fail(exc.reason, retry=False)
+    return _Fail(describe(exc))
+
+
+def _judge(job: Job, value: Any) -> _Ack | _Fail:
+    """What a handler's return value reports: an ack of it, or why it cannot be one."""
+    if value is None or type(value) in _PLAIN:
+        return _Ack(value)  # JSON as it is: no trial encoding (most handlers return None)
+    if inspect.isawaitable(value):
+        if inspect.iscoroutine(value):
+            value.close()  # never awaited; close it so Python does not warn later
+        return _Fail(
+            f"the handler for {job.type!r} returned an awaitable instead of a result; "
+            "declare it `async def` so the worker awaits it",
+            retry=False,
+        )
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        # Retrying would run the side effects again only to fail the same way: dead.
+        return _Fail(
+            f"the handler for {job.type!r} returned a value that is not JSON-serialisable "
+            f"({type(value).__name__}): {exc}",
+            retry=False,
+        )
+    return _Ack(value)
+
 
 
 def _hint(exc: APIError) -> str:
