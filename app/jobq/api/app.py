@@ -16,6 +16,7 @@ from jobq.api import document, problems
 from jobq.api.access import Authenticate, check_rules, document_access, guarded
 from jobq.api.deps import known_query
 from jobq.api.direct import check_direct
+from jobq.api.hot import JobqApp
 from jobq.api.limits import BodyLimit
 from jobq.api.longpolls import LongPolls
 from jobq.api.routes import (
@@ -217,7 +218,7 @@ def create_app(settings: Settings, database_url: str | None = None) -> FastAPI:
             await _bounded(ctx.wakeups.stop(), "LISTEN connection")
             await _bounded(db.close(), "connection pool")
 
-    app = FastAPI(
+    app = JobqApp(
         title="jobq",
         version="1",
         description=DESCRIPTION,

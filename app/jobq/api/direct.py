@@ -38,8 +38,14 @@ class DirectRoute(APIRoute):
     """See the module's docstring."""
 
     def get_route_handler(self) -> Handler:
+        return self.direct_handler() or super().get_route_handler()
+
+    def direct_handler(self) -> Handler | None:
+        """The handler that calls ``guarded`` and the endpoint itself; None for a route whose
+        endpoint takes more than the Request (FastAPI's handler serves it). jobq.api.hot
+        calls it too, past FastAPI's routing."""
         if not takes_only_request(self):
-            return super().get_route_handler()
+            return None
         endpoint = self.endpoint
         path_names = tuple(self.param_convertors)
 
