@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.responses import Response
-
-from jobq.domain.jobs import Job
 
 _OPTS = orjson.OPT_UTC_Z
 
@@ -33,12 +32,64 @@ def json_response(value: Any, status: int = 200, headers: dict[str, str] | None 
                     headers=headers)
 
 
-def job(j: Job) -> dict[str, Any]:
+class JobFields(Protocol):
+    """What ``job`` reads: a ``Job``, or a claim's ``LeasedJob`` (jsonb columns as text)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def idempotency_key(self) -> str | None: ...
+    @property
+    def created_at(self) -> datetime: ...
+    @property
+    def visible_at(self) -> datetime: ...
+    @property
+    def locked_until(self) -> datetime | None: ...
+    @property
+    def worker_id(self) -> str | None: ...
+    @property
+    def completed_at(self) -> datetime | None: ...
+    @property
+    def last_error(self) -> str | None: ...
+    @property
+    def errors(self) -> Any: ...
+    @property
+    def result(self) -> Any: ...
+    @property
+    def releases(self) -> Any: ...
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def as_text(value: str | None) -> Any:
+    """A jsonb column's text as PostgreSQL wrote it, written into the answer as it is."""
+    return None if value is None else orjson.Fragment(value)
+
+
+def job(j: JobFields, json_column: Callable[[Any], Any] = _as_is) -> dict[str, Any]:
+    """A job as the API writes it; ``json_column=as_text`` for a claim's ``LeasedJob``, whose
+    jsonb columns are text."""
     return {
         "id": str(j.id),
         "queue": j.queue,
         "type": j.type,
-        "payload": j.payload,
+        "payload": json_column(j.payload),
         "priority": j.priority,
         "status": j.status,
         "attempt": j.attempt,
@@ -50,7 +101,7 @@ def job(j: Job) -> dict[str, Any]:
         "worker_id": j.worker_id,
         "completed_at": j.completed_at,
         "last_error": j.last_error,
-        "errors": j.errors,
-        "result": j.result,
-        "releases": j.releases,
+        "errors": json_column(j.errors),
+        "result": json_column(j.result),
+        "releases": json_column(j.releases),
     }

@@ -7,7 +7,6 @@ from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
-from orjson import Fragment
 from starlette.responses import Response
 
 from jobq.api import render
@@ -111,31 +110,12 @@ async def claim(request: Request) -> Response:
 
 
 def _lease(le: core.Leased) -> dict[str, Any]:
-    """A lease as render.job writes its job, but the job's JSON columns go out as the text
-    PostgreSQL wrote (orjson.Fragment): a claim of 100 jobs no longer parses every payload, errors
-    and releases to write it again. The same values; only the spacing inside them may differ."""
-    j = le.job
-    result = j.result
-    return {"lease_id": le.lease_id, "locked_until": le.locked_until, "job": {
-        "id": str(j.id),
-        "queue": j.queue,
-        "type": j.type,
-        "payload": Fragment(j.payload),
-        "priority": j.priority,
-        "status": j.status,
-        "attempt": j.attempt,
-        "max_attempts": j.max_attempts,
-        "idempotency_key": j.idempotency_key,
-        "created_at": j.created_at,
-        "visible_at": j.visible_at,
-        "locked_until": j.locked_until,
-        "worker_id": j.worker_id,
-        "completed_at": j.completed_at,
-        "last_error": j.last_error,
-        "errors": Fragment(j.errors),
-        "result": None if result is None else Fragment(result),
-        "releases": Fragment(j.releases),
-    }}
+    """A lease, its job as render.job writes a job, but the job's JSON columns go out as the
+    text PostgreSQL wrote (render.as_text): a claim of 100 jobs no longer parses every
+    payload, errors and releases to write it again. The same values; only the spacing inside
+    them may differ."""
+    return {"lease_id": le.lease_id, "locked_until": le.locked_until,
+            "job": render.job(le.job, render.as_text)}
 
 
 @router.post("/ack", response_model=AckManyPublic, summary="Ack many leases",
