@@ -277,3 +277,45 @@ async def test_a_request_fastapis_telemetry_traces_takes_the_full_stack() -> Non
         async with _client(with_principal) as c:
             r = await c.post("/x/fine")
         assert (r.status_code, r.text, took) == (200, "fine", [hot])
+
+
+async def test_an_app_with_middleware_of_its_own_keeps_the_full_stack() -> None:
+    """HotPaths builds the app's middleware a second time around a hot handler; it does so
+    only for Authenticate and BodyLimit, which keep no state of their own. A middleware
+    added beside them (its own collectors, its own counters) must exist once, so such an
+    app answers every request through the full stack, and the middleware sees each."""
+    router = APIRouter(prefix="/x", route_class=DirectRoute)
+
+    @router.post("/{what}")
+    async def create_job(what: str, request: Request) -> Response:
+        return Response(what)
+
+    made: list[int] = []
+    seen: list[str] = []
+
+    class Counting:
+        def __init__(self, app: Any) -> None:
+            made.append(1)
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                seen.append(scope["path"])
+            await self.app(scope, receive, send)
+
+    app = JobqApp()
+    problems.install(app)
+    app.include_router(router, dependencies=[Depends(guarded)])
+    app.add_middleware(Counting)
+    app.middleware_stack = app.build_middleware_stack()
+    assert not isinstance(app.middleware_stack, HotPaths)
+    assert made == [1]
+
+    async def with_principal(scope: Any, receive: Any, send: Any) -> None:
+        scope[SCOPE_KEY] = LOCAL
+        await app(scope, receive, send)
+
+    async with _client(with_principal) as client:
+        answer = await client.post("/x/fine")
+    assert (answer.status_code, answer.text) == (200, "fine")
+    assert seen == ["/x/fine"] and made == [1]

@@ -49,14 +49,25 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.convertors import StringConvertor
 from starlette.exceptions import HTTPException
-from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jobq.api.access import guarded
+from jobq.api.access import Authenticate, guarded
 from jobq.api.direct import DirectRoute, Handler
+from jobq.api.limits import BodyLimit
 from jobq.api.resolved import original_route, resolved_routes
+
+try:  # Starlette's body limit (1.x); older releases have none, and no such scope key to see
+    from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
+except ImportError:  # pragma: no cover - the locked Starlette has it
+    MAX_BODY_SIZE_SCOPE_KEY = "starlette.max_body_size"
+
+# The app middleware HotPaths builds a second time around a hot route's handler: these two
+# keep no state of their own (the token table is shared, the limit is a number), so two
+# instances act as one. An app with any other middleware keeps the full stack for every
+# request rather than have a second instance of it (its collectors, its counters).
+HOT_MIDDLEWARE = (Authenticate, BodyLimit)
 
 # Set by FastAPI's native telemetry on a request it traces (None or its record).
 TELEMETRY_SCOPE_KEY = "fastapi.telemetry"
@@ -85,6 +96,7 @@ class HotPaths:
                  patterns: dict[str, list[tuple[re.Pattern[str], _Entry]]],
                  error_handler: Any, handlers: dict[Any, Any], status_handlers: dict[int, Any]) -> None:
         self.full = full
+        self.app = full  # as middleware name what they wrap: FastAPI walks the stack by .app
         self.router = app.router
         self.literal = literal
         self.patterns = patterns
@@ -101,7 +113,9 @@ class HotPaths:
     @classmethod
     def around(cls, app: FastAPI, full: ASGIApp) -> ASGIApp:
         """``full`` with the hot paths in front; ``full`` alone when nothing can take them."""
-        if app.debug or app.max_body_size is not None:
+        if app.debug or getattr(app, "max_body_size", None) is not None:
+            return full
+        if any(m.cls not in HOT_MIDDLEWARE for m in app.user_middleware):
             return full
         error_handler = None
         handlers: dict[Any, Any] = {}
