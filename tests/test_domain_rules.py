@@ -12,7 +12,7 @@ import psycopg
 from psycopg import sql
 
 from jobq.domain.jobs import Job, JobStatus
-from jobq.domain.leases import Lease, LeaseRef, parse_lease_id
+from jobq.domain.leases import LeaseRef, parse_lease_id
 from jobq.domain.queues import QUEUE_DEFAULTS, QUEUE_SETTINGS
 from jobq.store import records
 from jobq.store.tables import jobs, queues
@@ -64,6 +64,12 @@ def test_a_job_row_becomes_a_job_with_every_field_set() -> None:
     job = records.job(row)
     assert job == Job(**{f.name: row[f.name] for f in fields(Job)} | {"status": JobStatus.RUNNING})
     assert job.status is JobStatus.RUNNING
-    lease = records.lease(row)
-    assert lease == Lease(f"{row['id']}.7", row["locked_until"], job)
+    # A claim's lease carries its job with the same fields, the jsonb ones as PostgreSQL's text.
+    assert records.LeasedJob._fields == tuple(f.name for f in fields(Job))
+    outcome = records.claim_outcome([row | {"token_revoked": False}])
+    (claimed,) = outcome.claimed
+    assert not outcome.token_revoked
+    assert claimed.lease.lease_id == f"{row['id']}.7"
+    assert claimed.lease.locked_until == row["locked_until"]
+    assert claimed.lease.job == records.LeasedJob(**{f.name: row[f.name] for f in fields(Job)})
     assert parse_lease_id(f"{12}.7") == LeaseRef(12, 7)

@@ -8,9 +8,6 @@ issued twice, also after an operator's retry resets ``attempt``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-
-from jobq.domain.jobs import Job
 
 _SEP = "."
 
@@ -23,15 +20,6 @@ def format_lease_id(job_id: int, token: int) -> str:
 class LeaseRef:
     job_id: int
     token: int
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A claim handed to a worker: the lease id it shows to heartbeat, ack or fail, and the job."""
-
-    lease_id: str
-    locked_until: datetime
-    job: Job
 
 
 def parse_lease_id(lease_id: str) -> LeaseRef | None:
