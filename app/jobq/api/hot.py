@@ -167,19 +167,13 @@ class HotPaths:
             scope["router"] = self.router
         # Starlette's ServerErrorMiddleware: an exception no handler answered is the app's
         # 500 (unless the answer began), and is raised on for the server to log.
-        started = False
-
-        async def sender(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        sender = _Sender(send)
 
         try:
             await self.inner(scope, receive, sender)
         except Exception as exc:
             response = await self.error_handler(Request(scope), exc)
-            if not started:
+            if not sender.started:
                 await response(scope, receive, send)
             raise exc
 
@@ -188,13 +182,7 @@ class HotPaths:
         route answers them (``request_response``)."""
         entry: _Entry = scope[_ENTRY_KEY]
         request = Request(scope, receive, send)
-        started = False
-
-        async def sender(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        sender = _Sender(send)
 
         try:
             response = await entry.handler(request)
@@ -207,7 +195,7 @@ class HotPaths:
                 handler = self._handler_of(exc)
             if handler is None:
                 raise exc
-            if started:
+            if sender.started:
                 raise RuntimeError("Caught handled exception, but response already started.") from exc
             answer = await handler(request, exc)
             if answer is not None:
@@ -220,6 +208,20 @@ class HotPaths:
             if cls in handlers:
                 return handlers[cls]
         return None
+
+
+class _Sender:
+    """``send``, remembering whether the answer began (an exception after that cannot be
+    answered any more)."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self.send(message)
 
 
 def _awaitable(handler: Any) -> Any:
