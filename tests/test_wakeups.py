@@ -473,11 +473,14 @@ async def test_the_safety_round_rings_as_many_waiters_as_there_are_jobs(
     claims = Claims(monkeypatch)
     async with running_app(make_settings(database_url)) as app, asgi_client(app) as c:
         board = board_of(app)
+        # Once up, the LISTEN connection rings one waiter per queue (it may have missed
+        # notifications): that bell is not the round's.
+        await board.notifications.listening.wait()
         jobs = await enqueue_many(c, [{"type": "t", "queue": "lost", "delay_ms": 3_600_000}] * 2)
         polls = [asyncio.create_task(claim(c, ["lost"], worker_id=f"w{i}", wait_ms=20_000))
                  for i in range(10)]
         await long_polls_idle(board, "lost", 10)
-        looked = claims.n
+        looked, readings = claims.n, board.readings
         sql(database_url, "UPDATE jobs SET visible_at = now() WHERE queue = 'lost'")
         done: set[asyncio.Task[list[dict[str, Any]]]] = set()
         waiting = set(polls)
@@ -487,7 +490,12 @@ async def test_the_safety_round_rings_as_many_waiters_as_there_are_jobs(
             done |= more
         assert sorted(le["job"]["id"] for t in done for le in t.result()) == sorted(j["id"] for j in jobs)
         await long_polls_idle(board, "lost", 8)
-        assert claims.n == looked + 2, "the round rang more waiters than there were jobs"
+        # A round rings as many waiters as it counts jobs. On a loaded machine (rounds here
+        # are 0.3 s apart) a second round can count the jobs again before the first round's
+        # waiters have claimed them, and rings as many more: bounded by the rounds, never all.
+        rounds = board.readings - readings
+        assert claims.n - looked == 2 or 2 < claims.n - looked <= 2 * rounds, (
+            f"{claims.n - looked} claims after {rounds} rounds: the rounds rang more waiters than there were jobs")
         for t in waiting:
             t.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
