@@ -12,7 +12,9 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 
+from jobq.core import leases
 from tests.conftest import LiveServer
 
 QUEUE = "default"
@@ -143,3 +145,19 @@ def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Claims:
+    """Counts the claims long-polls run (``jobq.core.leases.claim_once``, the one statement
+    path of a take): what an idle long-poll must not do, and what a job handed over in its
+    enqueue makes unnecessary."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        real = leases.claim_once
+
+        async def counted(ctx: Any, req: Any, *rest: Any) -> Any:
+            self.n += 1
+            return await real(ctx, req, *rest)
+
+        monkeypatch.setattr(leases, "claim_once", counted)

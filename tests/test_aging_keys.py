@@ -13,6 +13,7 @@ import pytest
 from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store import queue_settings
 from jobq.store.db import Database
+from jobq.store.enqueue import NOT_LEASED
 from jobq.store.queries import Q
 from tests.waiting import aeventually
 
@@ -21,7 +22,7 @@ QUEUE = "aging-race"
 
 def _insert_params() -> dict[str, object]:
     return {"queue": QUEUE, "type": "t", "payload": json.dumps({}), "priority": 0, "run_at": None,
-            "delay_ms": 0, "max_attempts": None, "idempotency_key": None}
+            "delay_ms": 0, "max_attempts": None, "idempotency_key": None, **NOT_LEASED}
 
 
 @pytest.fixture

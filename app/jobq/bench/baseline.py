@@ -29,6 +29,7 @@ from jobq.bench.cpu import CpuMeter
 from jobq.bench.phases import Phase, Tally, timed_sync
 from jobq.domain.queues import QUEUE_DEFAULTS
 from jobq.store.db import dumps_json
+from jobq.store.enqueue import NOT_LEASED
 from jobq.store.queries import Q
 
 
@@ -125,7 +126,7 @@ class RawSql:
         return enqueue, drained
 
     def single_ceiling(self, jobs: int, connections: int, queue: str) -> Phase:
-        insert = {**_job(queue), "payload": "{}"}  # one job's payload goes in as JSON text
+        insert = {**_job(queue), **NOT_LEASED, "payload": "{}"}  # one job's payload goes in as JSON text
         claim = _claim(queue, 1)
         with self._connections(connections, queue) as conns:
             per_thread = shares(jobs, connections)

@@ -8,6 +8,7 @@ and the token table, both in memory."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ import orjson
 
 from jobq.core import counters
 from jobq.core.context import ClaimSettings, Context
+from jobq.core.leases import give_back
+from jobq.core.wakeups import Waiter
 from jobq.domain.errors import (
     IdempotencyConflict,
     InvalidInput,
@@ -30,7 +33,7 @@ from jobq.domain.jsontext import same_json
 from jobq.domain.rates import Bucket, overload, overload_retry_ms, refused_fraction
 from jobq.store import records
 from jobq.store.db import Connection, dumps_json
-from jobq.store.enqueue import insert_new
+from jobq.store.enqueue import NOT_LEASED, insert_new, leased_to
 from jobq.store.queries import Q
 from jobq.store.records import JobChange
 
@@ -51,6 +54,7 @@ def _params(job: NewJob) -> dict[str, Any]:
         "idempotency_key": job.idempotency_key,
         "run_at": job.run_at,
         "delay_ms": job.delay_ms or 0,
+        **NOT_LEASED,
     }
 
 
@@ -261,14 +265,26 @@ async def _insert(ctx: Context, params: dict[str, Any], takes: list[_Take]) -> r
 
 
 async def enqueue(ctx: Context, job: NewJob, producer: Producer | None = None) -> Enqueued:
-    """``producer``: the caller's token and its enqueue rate, when it has one."""
+    """``producer``: the caller's token and its enqueue rate, when it has one.
+
+    A job claimable at once, into a queue claimed one statement at a time, while a long-poll
+    of this process waits for it, is leased to that long-poll in the insert itself (the
+    hand-off, see jobq.core.wakeups): its answer shows it ``running``."""
     params = _params(job)
     for _ in range(_PASSES):
         await ctx.ensure_queues([job.queue])
-        done = await _insert(ctx, params, await _limits(ctx, [job], producer))
+        takes = await _limits(ctx, [job], producer)
+        waiter = _waiting_for(ctx, job, takes)
+        if waiter is None:
+            done = await _insert(ctx, params, takes)
+        else:
+            done = await _hand_off(ctx, waiter, params | leased_to(*_claimant(waiter)))
         if done is not None:
-            ctx.wakeups.jobs_added([(job.queue, done.job.visible_at)])
+            if done.handed is None:
+                ctx.wakeups.jobs_added([(job.queue, done.job.visible_at)])
             ctx.events.emit("enqueued", [done.change])
+            if done.handed is not None:
+                ctx.events.emit("claimed", [done.handed.change])
             return Enqueued(done.job, created=True)
         # Nothing inserted: the key is taken, the queue is full, or it was deleted.
         if await _gone(ctx, job.queue):
@@ -280,6 +296,49 @@ async def enqueue(ctx: Context, job: NewJob, producer: Producer | None = None) -
         if existing is not None:
             return _replay(records.job(existing), job)
     raise _full(job.queue, ctx)
+
+
+def _waiting_for(ctx: Context, job: NewJob, takes: list[_Take]) -> Waiter | None:
+    """The idle long-poll to hand ``job`` to, reserved (see ``enqueue``); None for a job that
+    is not claimable at once, a queue whose claims take more than JobClaim (max_running,
+    rate_limit: their own statements), or rate buckets to take first."""
+    if takes or job.delay_ms or job.run_at is not None:
+        return None
+    if ctx.claim_settings.get(job.queue, ClaimSettings()).alone:
+        return None
+    return ctx.wakeups.reserve(job.queue, job.type)
+
+
+def _claimant(waiter: Waiter) -> tuple[str, int | None, str | None]:
+    claimant = waiter.claimant
+    assert claimant is not None  # reserve() takes only waiters with one
+    return claimant.worker_id, claimant.lease_ms, claimant.token_id
+
+
+async def _hand_off(ctx: Context, waiter: Waiter, params: dict[str, Any]) -> records.Inserted | None:
+    """``_insert``, leasing the job to the reserved ``waiter``: the insert runs as a task of
+    its own whose end settles the waiter whatever becomes of this request (a cancelled
+    request must not leave a lease its worker never hears of)."""
+    insert = asyncio.ensure_future(_insert(ctx, params, []))
+    insert.add_done_callback(lambda task: _settle(ctx, waiter, task))
+    return await asyncio.shield(insert)
+
+
+def _settle(ctx: Context, waiter: Waiter, insert: asyncio.Future[records.Inserted | None]) -> None:
+    done = None if insert.cancelled() or insert.exception() is not None else insert.result()
+    handed = None if done is None else done.handed
+    if handed is None:
+        ctx.wakeups.settle(waiter, None)
+        return
+    if not ctx.wakeups.settle(waiter, [handed.lease]):
+        # The long-poll left meanwhile (its task was cancelled): the job goes back.
+        task = asyncio.ensure_future(give_back(ctx, [handed.lease]))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+
+# Give-backs in flight, referenced until they end (the loop keeps weak references only).
+_background: set[asyncio.Future[None]] = set()
 
 
 async def enqueue_many(ctx: Context, jobs: list[NewJob],

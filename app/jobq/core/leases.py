@@ -8,6 +8,7 @@ whether it was lost or never existed.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -16,6 +17,7 @@ import orjson
 
 from jobq.core import counters
 from jobq.core.context import ClaimSettings, Context
+from jobq.core.wakeups import Claimant
 from jobq.domain.errors import LeaseLost, NotFound, Unauthorized
 from jobq.domain.jobs import ClaimRequest, Failure, Job, JobStatus
 from jobq.domain.leases import LeaseRef, parse_lease_id
@@ -24,6 +26,8 @@ from jobq.store import records
 from jobq.store.db import dumps_json
 from jobq.store.queries import Q
 from jobq.store.records import NOTHING_CLAIMED, Claimed, ClaimOutcome, Leased, LeaseState
+
+log = logging.getLogger("jobq.leases")
 
 
 async def _claim_queue(ctx: Context, req: ClaimRequest, queue: str, limit: int,
@@ -167,10 +171,25 @@ async def claim(
                                "nothing was claimed", invalid_token=True)
         return await claim_once(ctx, req, owner, revoked)
 
-    return await ctx.wakeups.wait_for_work(
+    leased = await ctx.wakeups.wait_for_work(
         req.queues, req.types, req.limit, req.wait_ms / 1000,
         take=take, queue_of=lambda lease: lease.job.queue, gone=gone, owner=owner,
-        hung_up=hung_up)
+        hung_up=hung_up, claimant=Claimant(req.worker_id, req.lease_ms, owner, allowed))
+    if leased and hung_up is not None and hung_up.is_set():
+        # The worker hung up while its claim ran (or an enqueue handed it a job): the answer
+        # has nobody to reach. Give the jobs back now, without spending their attempts, rather
+        # than leave them to a lease that expires and counts against them.
+        await give_back(ctx, leased)
+        return []
+    return leased
+
+
+async def give_back(ctx: Context, leased: list[Leased]) -> None:
+    """Release leases nobody will hold (claimable again at once, attempts not spent)."""
+    try:
+        await release_many(ctx, [(le.lease_id, 0) for le in leased])
+    except Exception as exc:  # the database is away: the leases expire instead
+        log.warning("could not give back %d leases of a worker that hung up: %s", len(leased), exc)
 
 
 def _ref(lease_id: str) -> LeaseRef:

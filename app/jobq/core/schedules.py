@@ -49,6 +49,7 @@ from jobq.domain.schedules import (
 )
 from jobq.store import records
 from jobq.store.db import Connection, dumps_json
+from jobq.store.enqueue import NOT_LEASED
 from jobq.store.queries import Q
 from jobq.store.records import JobChange, ScheduleRecord
 
@@ -294,6 +295,7 @@ def _job_params(s: ScheduleRecord, fire_at: datetime) -> dict[str, Any]:
         "idempotency_key": fire_key(s.name, fire_at),
         "run_at": None,
         "delay_ms": 0,
+        **NOT_LEASED,
     }
 
 

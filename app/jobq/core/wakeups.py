@@ -48,6 +48,17 @@ A rung waiter that will not answer its bell (its worker hung up, its claim faile
 during a claim that is returning, or its claim filled up from other queues) passes it on.
 Jobs that idle waiters here cover are not announced to other processes at all: a NOTIFY is a
 round trip.
+
+The hand-off. An enqueue of one job that is claimable at once, into a queue claimed one
+statement at a time (no ``max_running``, no ``rate_limit``), does not ring the idle waiter it
+would ring: it ``reserve``s it, and its insert leases the job to that waiter's worker (JobInsert,
+as JobClaim would lease it), so the job goes out in the enqueue's commit, with no bell, no
+claim statement and no second commit in between (a pickup's path was an insert, a bell, a
+claim and its commit). ``settle`` then hands the waiter that lease, or, when the insert leased
+nothing (a paused queue, a revoked token, no insert), puts it back in its queues' ring order
+as it was, still asleep. A reserved waiter waits for that even past the end of its own wait:
+the lease it is being handed must reach its worker. What an idle waiter means makes this the
+claim it would have run: it sleeps only while nothing it could take is known to be waiting.
 """
 
 from __future__ import annotations
@@ -59,8 +70,9 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Set
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from jobq.store import records
 from jobq.store.db import Database
@@ -97,6 +109,19 @@ CHECK_COUNT_MAX = 10_000
 GENERATIONS_KEPT = 10_000
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """Who a long-poll claims for, for the hand-off: the worker, the lease's length (None: the
+    queue's), the access token the claim runs under (None: none that can be revoked) and
+    whether this process still takes it (None: nothing to ask)."""
+
+    worker_id: str
+    lease_ms: int | None
+    token_id: str | None
+    allowed: Callable[[], bool] | None = None
+
 # Bells by queue: how many new jobs (None: not known, wake everyone).
 Counts = Mapping[str, int | None]
 # Waiters are grouped by their type filter: None for none.
@@ -112,12 +137,16 @@ class Waiter:
     jobs it was counted for (``None``: unknown), so a claim that could not answer for them all
     knows what to pass on. ``idle`` is true while it sleeps between claims. ``owner`` is the
     access token id the long-poll runs under (None: none that can be revoked), for
-    ``Wakeups.revoked``. ``ready``: not rung yet, so in its queues' ring order."""
+    ``Wakeups.revoked``. ``ready``: not rung yet, so in its queues' ring order. ``claimant``:
+    whom an enqueue may lease a job to (the hand-off; None: not this one); ``reserved`` while
+    one does, ``settled`` set when it is done, and ``handed`` the leases it handed over."""
 
-    __slots__ = ("event", "limit", "filtered", "rung_for", "idle", "owner", "queues", "group", "ready")
+    __slots__ = ("event", "limit", "filtered", "rung_for", "idle", "owner", "queues", "group", "ready",
+                 "claimant", "reserved", "settled", "handed")
 
     def __init__(self, limit: int = 1, filtered: bool = False, owner: str | None = None,
-                 queues: tuple[str, ...] = (), group: Group = None) -> None:
+                 queues: tuple[str, ...] = (), group: Group = None,
+                 claimant: Claimant | None = None) -> None:
         self.event = asyncio.Event()
         self.limit = max(limit, 1)
         self.filtered = filtered or group is not None
@@ -127,6 +156,10 @@ class Waiter:
         self.owner = owner
         self.queues = queues
         self.ready = False
+        self.claimant = claimant
+        self.reserved = False
+        self.settled: asyncio.Event | None = None
+        self.handed: list[Any] | None = None
 
     @property
     def rung(self) -> bool:
@@ -245,6 +278,7 @@ class Wakeups:
         gone: Callable[[], Awaitable[bool]] = _never,
         owner: str | None = None,
         hung_up: asyncio.Event | None = None,
+        claimant: Claimant | None = None,
     ) -> list[T]:
         """Run ``take`` (one claim of up to ``limit`` jobs from ``queues``) until it takes
         something or ``wait_s`` has passed, sleeping in between until a bell rings for these
@@ -258,6 +292,8 @@ class Wakeups:
         long-poll cap, and keep a graceful stop of the service waiting until its time is up.
         ``owner``: the access token the caller used; ``revoked`` wakes the long-poll when it
         is revoked, so that its next ``take`` (which checks the token, and raises) runs now.
+        ``claimant``: whom an enqueue may lease a new job to while this sleeps (the hand-off;
+        its leases are answered as ``take``'s would be); None: every job comes by ``take``.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
@@ -268,7 +304,7 @@ class Wakeups:
         while True:
             # Subscribe before looking, so a job enqueued between the look and the wait still
             # rings the bell.
-            with self._subscribe(queues, limit, owner=owner, group=group) as waiter:
+            with self._subscribe(queues, limit, owner=owner, group=group, claimant=claimant) as waiter:
                 try:
                     if first and wait_s > 0 and not self._draining and self._behind_quiet(waiter):
                         got: list[T] = []  # whatever it could take would ring one ahead first
@@ -297,6 +333,16 @@ class Wakeups:
                         rung = await waiter.wait(remaining, hung_up)
                     finally:
                         self._set_idle(waiter, False)
+                    if waiter.reserved:
+                        # An enqueue is leasing it a job (the hand-off), which its worker must
+                        # get even past the end of its wait: it is due in a statement's time.
+                        assert waiter.settled is not None
+                        await waiter.settled.wait()
+                        rung = waiter.rung
+                    if waiter.handed:
+                        handed = waiter.handed
+                        self._pass_on(waiter, dict(waiter.rung_for))  # bells it will not answer
+                        return handed
                     if not rung:
                         return []  # nothing rang: there is nothing to look for
                     caller_gone = await gone()
@@ -359,6 +405,47 @@ class Wakeups:
         for queue, at in later.items():
             self._look_at(queue, loop.time() + (at - now).total_seconds() + 0.001)
 
+    def reserve(self, queue: str, job_type: str) -> Waiter | None:
+        """The hand-off (see the module): the idle waiter a new job of ``job_type`` in
+        ``queue`` would ring first, taken out of the ring order for an enqueue to lease the
+        job to; None when there is none, or when it is not one a job can be handed to (it
+        is rung as usual then). ``settle`` must follow, whatever the insert does."""
+        groups = self._ready.get(queue)
+        if not groups or self._draining:
+            return None
+        for group, members in groups.items():
+            if group is not None and job_type not in group:
+                continue
+            waiter = next(iter(members))
+            claimant = waiter.claimant
+            if not waiter.idle or claimant is None or (claimant.allowed is not None
+                                                       and not claimant.allowed()):
+                return None
+            self._unready(waiter)
+            waiter.reserved = True
+            waiter.settled = asyncio.Event()
+            return waiter
+        return None
+
+    def settle(self, waiter: Waiter, leases: list[Any] | None) -> bool:
+        """The end of a hand-off to a ``reserve``d waiter: the ``leases`` its enqueue's insert
+        leased to it are handed to it; with none, it goes back to its queues' ring order,
+        still asleep (unless something rang it meanwhile). Whether the leases reached a
+        waiting long-poll: False when it has left (its task was cancelled), and the caller
+        must give them back."""
+        if not waiter.reserved:
+            return not leases
+        waiter.reserved = False
+        present = waiter in self._all
+        if leases and present:
+            waiter.handed = leases
+            waiter.event.set()
+        elif not leases and present and not waiter.rung:
+            self._reready(waiter)
+        if waiter.settled is not None:
+            waiter.settled.set()
+        return present or not leases
+
     def paced(self, queue: str, free_in_ms: int) -> None:
         """A claim or a reading found ``queue``'s rate_limit window full, with room again in
         ``free_in_ms`` (the database's clock, so no skew): the watcher reads the queue then,
@@ -400,14 +487,13 @@ class Wakeups:
 
     @contextlib.contextmanager
     def _subscribe(self, queues: Iterable[str], limit: int = 1, filtered: bool = False,
-                   owner: str | None = None, group: Group = None) -> Iterator[Waiter]:
+                   owner: str | None = None, group: Group = None,
+                   claimant: Claimant | None = None) -> Iterator[Waiter]:
         names = tuple(dict.fromkeys(queues))
-        waiter = Waiter(limit, filtered, owner, names, group)
+        waiter = Waiter(limit, filtered, owner, names, group, claimant)
         for q in names:
-            self._ready.setdefault(q, {}).setdefault(waiter.group, {})[waiter] = None
-            _bump(self._ready_limits, q, waiter.limit)
             _bump(self._subscribed, q, 1)
-        waiter.ready = True
+        self._reready(waiter)
         self._all[waiter] = None
         if owner is not None:
             self._by_owner.setdefault(owner, {})[waiter] = None
@@ -425,6 +511,16 @@ class Wakeups:
                     mine.pop(waiter, None)
                     if not mine:
                         del self._by_owner[owner]
+
+    def _reready(self, waiter: Waiter) -> None:
+        """Put a waiter in its queues' ring order (last): a new one, or one a hand-off reserved
+        and leased nothing to."""
+        waiter.ready = True
+        for q in waiter.queues:
+            self._ready.setdefault(q, {}).setdefault(waiter.group, {})[waiter] = None
+            _bump(self._ready_limits, q, waiter.limit)
+            if waiter.idle:
+                _bump(self._quiet, (q, waiter.group), 1)
 
     def _unready(self, waiter: Waiter) -> None:
         """Take a waiter out of its queues' ring order (it was rung, or it leaves)."""

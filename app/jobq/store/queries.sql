@@ -13,12 +13,17 @@ ON CONFLICT (name) DO NOTHING;
 
 -- name: JobInsert
 -- Enqueue one job unless its queue is at max_depth; an idempotency key already in the queue (job_keys) inserts nothing; nor does a queue that does not exist (any more).
+-- The hand-off (jobq.core.enqueue): with %(lease_worker)s set, a long-poll of this service process waits
+-- on the queue for a job like this one, and the job is leased to it here, as JobClaim would lease it,
+-- when it is claimable now (visible, the queue not paused) and the claiming token (%(lease_token_id)s;
+-- NULL: none that can be revoked) is live at this statement's snapshot: one statement and one commit
+-- instead of an insert, a bell and a claim. Otherwise the job is inserted pending, as without one.
 -- The queue's row is locked FOR KEY SHARE, as a foreign key's check would lock it: enqueues do
 -- not wait for each other, but a queue's delete (QueueLockForDelete) waits for those in flight,
 -- and one that comes after the delete committed finds no queue here and inserts nothing (the
 -- caller then creates the queue again). So no job lands in a queue that no longer exists.
 WITH q AS (
-    SELECT max_attempts, max_depth, aging_ms,
+    SELECT max_attempts, max_depth, aging_ms, paused, lease_ms,
            coalesce(%(run_at)s::timestamptz,
                     now() + make_interval(secs => %(delay_ms)s::bigint / 1000.0)) AS visible_at
       FROM queues WHERE name = %(queue)s
@@ -26,7 +31,14 @@ WITH q AS (
 ),
 -- Materialized (nextval is volatile): the key and the job get the same id.
 new AS (
-    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, q.*
+    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, q.*,
+           CASE WHEN %(lease_worker)s::text IS NULL THEN false
+                ELSE q.visible_at <= now() AND NOT q.paused
+                     AND (%(lease_token_id)s::text IS NULL
+                          OR EXISTS (SELECT 1 FROM tokens t
+                                      WHERE t.id = %(lease_token_id)s::text AND t.revoked_at IS NULL))
+           END AS leased,
+           coalesce(%(lease_ms)s::bigint, q.lease_ms) AS lease_length_ms
       FROM q
      WHERE q.max_depth IS NULL
         OR (SELECT coalesce(sum(c.n), 0) FROM job_counts c
@@ -41,13 +53,22 @@ key AS (
     RETURNING job_id
 )
 INSERT INTO jobs (id, queue, type, payload, priority, status, max_attempts, idempotency_key,
-                  visible_at, aged_key)
-SELECT new.id, %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s, 'pending',
+                  visible_at, aged_key, attempt, lease_token, lease_ms, locked_until, worker_id, claimed_at)
+SELECT new.id, %(queue)s, %(type)s, %(payload)s::jsonb, %(priority)s,
+       CASE WHEN new.leased THEN 'running' ELSE 'pending' END,
        coalesce(%(max_attempts)s, new.max_attempts), %(idempotency_key)s,
-       new.visible_at, jobq_aged_key(new.visible_at, %(priority)s, new.aging_ms)
+       new.visible_at, jobq_aged_key(new.visible_at, %(priority)s, new.aging_ms),
+       CASE WHEN new.leased THEN 1 ELSE 0 END,
+       CASE WHEN new.leased THEN nextval('jobs_lease_token_seq') END,
+       CASE WHEN new.leased THEN new.lease_length_ms END,
+       CASE WHEN new.leased THEN now() + make_interval(secs => new.lease_length_ms / 1000.0) END,
+       CASE WHEN new.leased THEN %(lease_worker)s::text END,
+       CASE WHEN new.leased THEN now() END
   FROM new
  WHERE %(idempotency_key)s::text IS NULL OR EXISTS (SELECT 1 FROM key)
-RETURNING *;
+-- A leased job's payload also as the JSON text PostgreSQL wrote, for the long-poll's answer
+-- (records.handed_lease: as a claim's, passed on as it is).
+RETURNING *, CASE WHEN status = 'running' THEN payload::text END AS leased_payload;
 
 -- name: JobInsertMany
 -- Enqueue a batch in request order; ids are drawn first so each input row maps to its job.

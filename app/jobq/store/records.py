@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from jobq.domain.jobs import Job, JobStatus, NewJob
 from jobq.domain.leases import format_lease_id
-from jobq.store.db import Row
+from jobq.store.db import Row, dumps_json
 
 _new = object.__new__
 
@@ -580,13 +580,22 @@ def rate_use(row: Row) -> RateUse:
 
 class Inserted(NamedTuple):
     """A job an enqueue created (JobInsert, JobEnqueueMany): the job, and its change for the
-    lifecycle log. JobInsert's row holds every column (``inserted_job``)."""
+    lifecycle log. JobInsert's row holds every column (``inserted_job``). ``handed``: the
+    lease of a job JobInsert leased to a waiting long-poll (the hand-off), as a claim's."""
     job: Job
     change: JobChange
+    handed: Claimed | None = None
 
 
 def inserted_job(row: Row) -> Inserted:
-    return Inserted(job(row), change(row))
+    text = row.get("leased_payload")
+    if text is None:
+        return Inserted(job(row), change(row))
+    # Leased in the insert: the lease as JobClaim would answer it, its payload as PostgreSQL
+    # wrote it (errors and releases are a new job's, written here as PostgreSQL writes them).
+    return Inserted(job(row), change(row),
+                    _claimed({**row, "payload": text, "errors": dumps_json(row["errors"]),
+                              "result": None, "releases": dumps_json(row["releases"])}))
 
 
 def created_jobs(jobs: list[NewJob], rows: list[Row]) -> list[Inserted]:
