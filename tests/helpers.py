@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -12,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import psycopg
 from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
 
 from jobq.core.wakeups import Wakeups
 from jobq.store.queries import Q
@@ -215,3 +217,13 @@ async def history_made(database_url: str) -> bool:
             " WHERE i.inhparent = 'jobs_history'::regclass")
         row = await cur.fetchone()
     return bool(row and row[0])
+
+
+def job_events(metrics_text: str, queue: str) -> Counter[str]:
+    """A queue's lifecycle event counts (``jobq_jobs_total`` by ``event``) in a /metrics page."""
+    out: Counter[str] = Counter()
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == "jobq_jobs_total" and sample.labels.get("queue") == queue:
+                out[sample.labels["event"]] += int(sample.value)
+    return out

@@ -9,20 +9,11 @@ from collections import Counter
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import LiveServer
+from tests.helpers import job_events
 
 JOBS = 60
-
-
-def _events(text: str, queue: str) -> Counter[str]:
-    out: Counter[str] = Counter()
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "jobq_jobs_total" and sample.labels.get("queue") == queue:
-                out[sample.labels["event"]] += int(sample.value)
-    return out
 
 
 async def _fresh(url: str, method: str, path: str, **kw: object) -> httpx.Response:
@@ -63,7 +54,7 @@ async def test_workers_n_metrics_add_up(database_url: str) -> None:
         assert len(leased) == JOBS and len(set(leased)) == JOBS
         for _ in range(6):  # each scrape may reach either process: each must tell the total
             scrape = await _fresh(server.url, "GET", "/metrics")
-            events = _events(scrape.text, "m")
+            events = job_events(scrape.text, "m")
             assert events["enqueued"] == JOBS, events
             assert events["claimed"] == JOBS and events["completed"] == JOBS, events
     finally:
@@ -79,5 +70,5 @@ async def test_replicas_sum_and_lease_each_job_once(replicas: tuple[LiveServer, 
     assert len(leased) == JOBS and len(set(leased)) == JOBS  # none leased twice
     total: Counter[str] = Counter()
     for server in (a, b):
-        total += _events((await _fresh(server.url, "GET", "/metrics")).text, "r")
+        total += job_events((await _fresh(server.url, "GET", "/metrics")).text, "r")
     assert total["enqueued"] == JOBS and total["claimed"] == JOBS and total["completed"] == JOBS, total

@@ -17,7 +17,7 @@ import pytest
 from fastapi import FastAPI
 
 from jobq.core import enqueue as core_enqueue
-from tests.helpers import long_polls_idle, patch_queue
+from tests.helpers import job_events, long_polls_idle, patch_queue
 from tests.helpers_workers import Claims, claim, enqueue, get_job
 from tests.waiting import aeventually
 
@@ -37,6 +37,25 @@ async def listening(app: FastAPI) -> None:
 def poll(c: httpx.AsyncClient, queue: str, worker_id: str = "w-waiting", wait_ms: int = WAIT_MS,
          **body: Any) -> asyncio.Task[list[dict[str, Any]]]:
     return asyncio.create_task(claim(c, [queue], worker_id=worker_id, wait_ms=wait_ms, **body))
+
+
+def slow_inserts(monkeypatch: pytest.MonkeyPatch, seconds: float,
+                 key: str | None = None) -> asyncio.Event:
+    """Make the enqueue's insert wait ``seconds`` before it runs (only for idempotency key
+    ``key``, when given): the window in which a long-poll is reserved for it. The event is set
+    when a slowed insert starts."""
+    real = core_enqueue._insert
+    inserting = asyncio.Event()
+
+    async def slow(ctx: Any, params: dict[str, Any], takes: Any) -> Any:
+        if key is None or params.get("idempotency_key") == key:
+            inserting.set()
+            await asyncio.sleep(seconds)
+        return await real(ctx, params, takes)
+
+    monkeypatch.setattr(core_enqueue, "_insert", slow)
+    return inserting
+
 
 
 async def test_a_job_enqueued_while_a_long_poll_waits_is_leased_to_it_in_the_enqueue(
@@ -148,15 +167,9 @@ async def test_a_long_poll_whose_wait_ends_during_the_hand_off_still_gets_its_jo
     """The lease is made for the long-poll before its insert commits: a wait that runs out in
     between still answers it (an empty answer would leave the job leased to nobody, until its
     lease expired and counted against it)."""
-    real = core_enqueue._insert
-
-    async def slow(*args: Any) -> Any:
-        await asyncio.sleep(0.8)  # past the long-poll's wait
-        return await real(*args)
-
     waiting = poll(client, "late", wait_ms=300)
     await long_polls_idle(app, "late")
-    monkeypatch.setattr(core_enqueue, "_insert", slow)
+    slow_inserts(monkeypatch, 0.8)  # past the long-poll's wait
     job = await enqueue(client, queue="late")
     assert job["status"] == "running", job
     (lease,) = await asyncio.wait_for(waiting, 5)
@@ -169,17 +182,9 @@ async def test_a_job_handed_to_a_long_poll_that_left_goes_back_without_spending_
         app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """The long-poll's request is cancelled (its worker went away) while the insert leasing it
     a job runs: the job is given back, claimable at once, its attempt not spent."""
-    real = core_enqueue._insert
-    inserting = asyncio.Event()
-
-    async def slow(*args: Any) -> Any:
-        inserting.set()
-        await asyncio.sleep(0.5)
-        return await real(*args)
-
     waiting = poll(client, "left", worker_id="gone")
     await long_polls_idle(app, "left")
-    monkeypatch.setattr(core_enqueue, "_insert", slow)
+    inserting = slow_inserts(monkeypatch, 0.5)
     enqueuing = asyncio.create_task(enqueue(client, queue="left"))
     await inserting.wait()
     waiting.cancel()
@@ -198,3 +203,89 @@ async def test_a_job_handed_to_a_long_poll_that_left_goes_back_without_spending_
     assert r.status_code == 200, r.text
     # One failed attempt on record: the handed-over one that went back was not counted.
     assert [e["attempt"] for e in r.json()["errors"]] == [1], r.json()
+
+
+async def test_a_bell_that_comes_while_a_hand_off_leases_nothing_is_answered(
+        app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The long-poll is reserved for an enqueue that then inserts nothing (its idempotency
+    key is taken); another job enqueued meanwhile found no waiter in the ring order. That
+    job's bell is the reserved long-poll's: it claims the job as soon as the first enqueue
+    is done, not at the next safety round or the end of its wait."""
+    first = await enqueue(client, queue="meanwhile", idempotency_key="k")
+    (held,) = await claim(client, ["meanwhile"], worker_id="x")
+    assert held["job"]["id"] == first["id"]
+    waiting = poll(client, "meanwhile", wait_ms=4000)
+    await long_polls_idle(app, "meanwhile")
+    inserting = slow_inserts(monkeypatch, 0.5, key="k")
+    replay = asyncio.create_task(client.post("/v1/jobs", json={"type": "t", "queue": "meanwhile",
+                                                              "idempotency_key": "k"}))
+    await inserting.wait()
+    other = await enqueue(client, queue="meanwhile")
+    assert other["status"] == "pending", other  # no long-poll in the ring order to hand it to
+    r = await replay
+    assert r.status_code == 200 and r.json()["id"] == first["id"], r.text
+    done_at = asyncio.get_running_loop().time()
+    leases_ = await asyncio.wait_for(waiting, 5)
+    assert [le["job"]["id"] for le in leases_] == [other["id"]]
+    assert asyncio.get_running_loop().time() - done_at < 2.0, "answered by the safety round, not the bell"
+
+
+async def test_a_long_poll_with_a_capped_queue_first_is_not_handed_a_later_queues_job(
+        app: FastAPI, client: httpx.AsyncClient) -> None:
+    """Queues are claimed in the order listed. An ack frees a max_running slot without a
+    bell, so the long-poll cannot know the capped queue has a job for it again: a job
+    enqueued into a later queue rings it, and its claim takes the capped queue's first."""
+    await patch_queue(client, "capped-first", max_running=1)
+    a1 = await enqueue(client, queue="capped-first")
+    a2 = await enqueue(client, queue="capped-first")
+    (holding,) = await claim(client, ["capped-first"], worker_id="holder")
+    assert holding["job"]["id"] == a1["id"]
+    waiting = asyncio.create_task(claim(client, ["capped-first", "plain-later"], worker_id="w",
+                                        wait_ms=WAIT_MS))
+    await long_polls_idle(app, "plain-later")
+    r = await client.post(f"/v1/leases/{holding['lease_id']}/ack", json={})
+    assert r.status_code == 200, r.text
+    later = await enqueue(client, queue="plain-later")
+    assert later["status"] == "pending", later
+    leases_ = await asyncio.wait_for(waiting, 5)
+    assert [le["job"]["id"] for le in leases_] == [a2["id"]]
+
+
+async def test_a_lease_handed_to_a_long_poll_cancelled_before_it_answers_goes_back(
+        app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handed its lease, the long-poll's task is cancelled before it runs again (a server's
+    forced stop): the job goes back at once, its attempt not spent, rather than wait out a
+    lease nobody holds."""
+    waiting = poll(client, "cut")
+    await long_polls_idle(app, "cut")
+    real = core_enqueue._settle
+
+    def settle_then_cancel(*args: Any) -> None:
+        real(*args)
+        waiting.cancel()
+
+    monkeypatch.setattr(core_enqueue, "_settle", settle_then_cancel)
+    job = await enqueue(client, queue="cut")
+    assert job["status"] == "running", job
+    await asyncio.gather(waiting, return_exceptions=True)
+
+    async def given_back() -> dict[str, Any] | None:
+        now = await get_job(client, job["id"])
+        return now if now["status"] == "pending" else None
+
+    back = await aeventually(given_back, what="the job given back")
+    assert back["attempt"] == 0 and back["errors"] == [], back
+
+
+async def test_a_handed_job_is_counted_enqueued_and_claimed_even_if_its_enqueue_is_cancelled(
+        app: FastAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    waiting = poll(client, "counted")
+    await long_polls_idle(app, "counted")
+    inserting = slow_inserts(monkeypatch, 0.3)
+    producing = asyncio.create_task(enqueue(client, queue="counted"))
+    await inserting.wait()
+    producing.cancel()  # the producer's request, mid-insert
+    (lease,) = await asyncio.wait_for(waiting, 5)
+    assert lease["job"]["status"] == "running"
+    events = job_events((await client.get("/metrics")).text, "counted")
+    assert events["enqueued"] == 1 and events["claimed"] == 1, events

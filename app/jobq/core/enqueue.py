@@ -12,13 +12,14 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
 from jobq.core import counters
 from jobq.core.context import ClaimSettings, Context
-from jobq.core.leases import give_back
+from jobq.core.leases import give_back_soon
 from jobq.core.wakeups import Waiter
 from jobq.domain.errors import (
     IdempotencyConflict,
@@ -280,11 +281,9 @@ async def enqueue(ctx: Context, job: NewJob, producer: Producer | None = None) -
         else:
             done = await _hand_off(ctx, waiter, params | leased_to(*_claimant(waiter)))
         if done is not None:
-            if done.handed is None:
+            if done.handed is None:  # a handed job's events went out with its hand-off
                 ctx.wakeups.jobs_added([(job.queue, done.job.visible_at)])
-            ctx.events.emit("enqueued", [done.change])
-            if done.handed is not None:
-                ctx.events.emit("claimed", [done.handed.change])
+                ctx.events.emit("enqueued", [done.change])
             return Enqueued(done.job, created=True)
         # Nothing inserted: the key is taken, the queue is full, or it was deleted.
         if await _gone(ctx, job.queue):
@@ -302,11 +301,15 @@ def _waiting_for(ctx: Context, job: NewJob, takes: list[_Take]) -> Waiter | None
     """The idle long-poll to hand ``job`` to, reserved (see ``enqueue``); None for a job that
     is not claimable at once, a queue whose claims take more than JobClaim (max_running,
     rate_limit: their own statements), or rate buckets to take first."""
-    if takes or job.delay_ms or job.run_at is not None:
+    if takes or job.delay_ms or (job.run_at is not None and job.run_at > datetime.now(UTC)):
         return None
-    if ctx.claim_settings.get(job.queue, ClaimSettings()).alone:
+
+    def plain(queue: str) -> bool:
+        return not ctx.claim_settings.get(queue, ClaimSettings()).alone
+
+    if not plain(job.queue):
         return None
-    return ctx.wakeups.reserve(job.queue, job.type)
+    return ctx.wakeups.reserve(job.queue, job.type, plain)
 
 
 def _claimant(waiter: Waiter) -> tuple[str, int | None, str | None]:
@@ -325,20 +328,18 @@ async def _hand_off(ctx: Context, waiter: Waiter, params: dict[str, Any]) -> rec
 
 
 def _settle(ctx: Context, waiter: Waiter, insert: asyncio.Future[records.Inserted | None]) -> None:
+    """The insert's end, whatever became of the request: the waiter gets its lease, or goes
+    back to waiting; a handed job's events go out here, in order, even if the request that
+    enqueued it was cancelled meanwhile."""
     done = None if insert.cancelled() or insert.exception() is not None else insert.result()
-    handed = None if done is None else done.handed
-    if handed is None:
+    if done is None or done.handed is None:
         ctx.wakeups.settle(waiter, None)
         return
+    handed = done.handed
+    ctx.events.emit("enqueued", [done.change])
+    ctx.events.emit("claimed", [handed.change])
     if not ctx.wakeups.settle(waiter, [handed.lease]):
-        # The long-poll left meanwhile (its task was cancelled): the job goes back.
-        task = asyncio.ensure_future(give_back(ctx, [handed.lease]))
-        _background.add(task)
-        task.add_done_callback(_background.discard)
-
-
-# Give-backs in flight, referenced until they end (the loop keeps weak references only).
-_background: set[asyncio.Future[None]] = set()
+        give_back_soon(ctx, [handed.lease])  # the long-poll left meanwhile: the job goes back
 
 
 async def enqueue_many(ctx: Context, jobs: list[NewJob],

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from functools import partial
 from typing import Any, NamedTuple
 
 import orjson
@@ -174,7 +175,8 @@ async def claim(
     leased = await ctx.wakeups.wait_for_work(
         req.queues, req.types, req.limit, req.wait_ms / 1000,
         take=take, queue_of=lambda lease: lease.job.queue, gone=gone, owner=owner,
-        hung_up=hung_up, claimant=Claimant(req.worker_id, req.lease_ms, owner, allowed))
+        hung_up=hung_up, claimant=Claimant(req.worker_id, req.lease_ms, owner, allowed, hung_up,
+                                           partial(give_back_soon, ctx)))
     if leased and hung_up is not None and hung_up.is_set():
         # The worker hung up while its claim ran (or an enqueue handed it a job): the answer
         # has nobody to reach. Give the jobs back now, without spending their attempts, rather
@@ -189,7 +191,19 @@ async def give_back(ctx: Context, leased: list[Leased]) -> None:
     try:
         await release_many(ctx, [(le.lease_id, 0) for le in leased])
     except Exception as exc:  # the database is away: the leases expire instead
-        log.warning("could not give back %d leases of a worker that hung up: %s", len(leased), exc)
+        log.warning("could not give back %d leases nobody will answer: %s", len(leased), exc)
+
+
+def give_back_soon(ctx: Context, leased: list[Leased]) -> None:
+    """``give_back``, from where nothing can wait for it (a callback, a cancelled task on its
+    way out)."""
+    task = asyncio.ensure_future(give_back(ctx, leased))
+    _giving_back.add(task)
+    task.add_done_callback(_giving_back.discard)
+
+
+# Give-backs in flight, referenced until they end (the loop keeps weak references only).
+_giving_back: set[asyncio.Future[None]] = set()
 
 
 def _ref(lease_id: str) -> LeaseRef:

@@ -56,9 +56,13 @@ as JobClaim would lease it), so the job goes out in the enqueue's commit, with n
 claim statement and no second commit in between (a pickup's path was an insert, a bell, a
 claim and its commit). ``settle`` then hands the waiter that lease, or, when the insert leased
 nothing (a paused queue, a revoked token, no insert), puts it back in its queues' ring order
-as it was, still asleep. A reserved waiter waits for that even past the end of its own wait:
-the lease it is being handed must reach its worker. What an idle waiter means makes this the
-claim it would have run: it sleeps only while nothing it could take is known to be waiting.
+(last), still asleep. A reserved waiter waits for that even past the end of its own wait: the
+lease it is being handed must reach its worker. Bells that come for its queues meanwhile are
+its own, as if it were still in the ring order: it answers them (looks, once settled) or
+passes them on. What an idle waiter means makes this the claim it would have run: it sleeps
+only while nothing it could take is known to be waiting; and only when every queue it lists
+before the job's is claimed one statement at a time (a full ``max_running`` of an earlier
+queue frees a slot without a bell: its claim would take that queue's job first).
 """
 
 from __future__ import annotations
@@ -114,13 +118,17 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Claimant:
     """Who a long-poll claims for, for the hand-off: the worker, the lease's length (None: the
-    queue's), the access token the claim runs under (None: none that can be revoked) and
-    whether this process still takes it (None: nothing to ask)."""
+    queue's), the access token the claim runs under (None: none that can be revoked), whether
+    this process still takes it (None: nothing to ask), the event set when its client hung
+    up, and how to give back leases it was handed and will never answer (its task cancelled
+    in between: they go back, their attempts not spent)."""
 
     worker_id: str
     lease_ms: int | None
     token_id: str | None
     allowed: Callable[[], bool] | None = None
+    hung_up: asyncio.Event | None = None
+    give_back: Callable[[list[Any]], None] | None = None
 
 # Bells by queue: how many new jobs (None: not known, wake everyone).
 Counts = Mapping[str, int | None]
@@ -192,6 +200,15 @@ async def _never() -> bool:
     return False
 
 
+def _forget(index: dict[T, dict[Waiter, None]], key: T, waiter: Waiter) -> None:
+    """Take ``waiter`` out of ``index[key]``, and the key out once it holds none."""
+    members = index.get(key)
+    if members is not None:
+        members.pop(waiter, None)
+        if not members:
+            del index[key]
+
+
 def _bump(counter: dict[T, int], key: T, delta: int) -> None:
     n = counter.get(key, 0) + delta
     if n:
@@ -225,6 +242,8 @@ class Wakeups:
         # the queues whose jobs a bell announced that a reading must look at, its wake-up
         # call, and its task.
         self._due: dict[str, float] = {}
+        # Per queue: the waiters a hand-off has reserved (out of the ring order, see reserve).
+        self._reserved: dict[str, dict[Waiter, None]] = {}
         self._read_at: dict[str, float] = {}
         self._unseen: set[str] = set()
         self._poke = asyncio.Event()
@@ -353,6 +372,9 @@ class Wakeups:
                         self._pass_on(waiter, woken_for)
                         return []
                 except BaseException:
+                    if waiter.handed and claimant is not None and claimant.give_back is not None:
+                        claimant.give_back(waiter.handed)  # handed over, never to be answered
+                    waiter.handed = None
                     self._pass_on(waiter, _merged(woken_for, waiter.rung_for))
                     raise
 
@@ -405,11 +427,13 @@ class Wakeups:
         for queue, at in later.items():
             self._look_at(queue, loop.time() + (at - now).total_seconds() + 0.001)
 
-    def reserve(self, queue: str, job_type: str) -> Waiter | None:
+    def reserve(self, queue: str, job_type: str, plain: Callable[[str], bool]) -> Waiter | None:
         """The hand-off (see the module): the idle waiter a new job of ``job_type`` in
         ``queue`` would ring first, taken out of the ring order for an enqueue to lease the
         job to; None when there is none, or when it is not one a job can be handed to (it
-        is rung as usual then). ``settle`` must follow, whatever the insert does."""
+        is rung as usual then): its client is gone, its token refused, or a queue it lists
+        before ``queue`` is not ``plain`` (claimed one statement at a time). ``settle`` must
+        follow, whatever the insert does."""
         groups = self._ready.get(queue)
         if not groups or self._draining:
             return None
@@ -418,12 +442,16 @@ class Wakeups:
                 continue
             waiter = next(iter(members))
             claimant = waiter.claimant
-            if not waiter.idle or claimant is None or (claimant.allowed is not None
-                                                       and not claimant.allowed()):
+            if (not waiter.idle or claimant is None
+                    or (claimant.hung_up is not None and claimant.hung_up.is_set())
+                    or (claimant.allowed is not None and not claimant.allowed())
+                    or not all(plain(q) for q in waiter.queues[:waiter.queues.index(queue)])):
                 return None
             self._unready(waiter)
             waiter.reserved = True
             waiter.settled = asyncio.Event()
+            for q in waiter.queues:
+                self._reserved.setdefault(q, {})[waiter] = None
             return waiter
         return None
 
@@ -435,13 +463,16 @@ class Wakeups:
         must give them back."""
         if not waiter.reserved:
             return not leases
-        waiter.reserved = False
+        self._unreserve(waiter)
         present = waiter in self._all
         if leases and present:
             waiter.handed = leases
             waiter.event.set()
         elif not leases and present and not waiter.rung:
-            self._reready(waiter)
+            if waiter.rung_for:
+                waiter.event.set()  # bells came meanwhile (see _wake): it looks for them now
+            else:
+                self._reready(waiter)
         if waiter.settled is not None:
             waiter.settled.set()
         return present or not leases
@@ -502,15 +533,19 @@ class Wakeups:
         finally:
             self._set_idle(waiter, False)
             self._unready(waiter)
+            self._unreserve(waiter)
             for q in names:
                 _bump(self._subscribed, q, -1)
             self._all.pop(waiter, None)
             if owner is not None:
-                mine = self._by_owner.get(owner)
-                if mine is not None:
-                    mine.pop(waiter, None)
-                    if not mine:
-                        del self._by_owner[owner]
+                _forget(self._by_owner, owner, waiter)
+
+    def _unreserve(self, waiter: Waiter) -> None:
+        if not waiter.reserved:
+            return
+        waiter.reserved = False
+        for q in waiter.queues:
+            _forget(self._reserved, q, waiter)
 
     def _reready(self, waiter: Waiter) -> None:
         """Put a waiter in its queues' ring order (last): a new one, or one a hand-off reserved
@@ -530,11 +565,7 @@ class Wakeups:
         for q in waiter.queues:
             groups = self._ready.get(q)
             if groups is not None:
-                members = groups.get(waiter.group)
-                if members is not None:
-                    members.pop(waiter, None)
-                    if not members:
-                        del groups[waiter.group]
+                _forget(groups, waiter.group, waiter)
                 if not groups:
                     del self._ready[q]
             _bump(self._ready_limits, q, -waiter.limit)
@@ -596,6 +627,17 @@ class Wakeups:
                         want -= waiter.limit
                 if group is None:
                     wanted = want
+        held = self._reserved.get(queue)
+        if held and (wanted is None or wanted > 0):
+            # Waiters a hand-off holds out of the ring order are awake for this bell once it is
+            # settled: theirs to answer (they look then) or to pass on, as if it rang them.
+            for waiter in list(held):
+                if wanted is not None and wanted <= 0:
+                    break
+                share = None if wanted is None else min(wanted, waiter.limit)
+                waiter.rung_for[queue] = add_counts(waiter.rung_for.get(queue, 0), share)
+                if wanted is not None and waiter.group is None:
+                    wanted -= waiter.limit
         return None if wanted is None else max(wanted, 0)
 
     def _heard(self, queue: str, count: int | None) -> None:
@@ -664,8 +706,9 @@ class Wakeups:
             if next_round <= now:
                 queues.update(self._ready)
                 next_round = now + SAFETY_RECHECK_S
-            # Only where somebody waits: the others will ask when they look.
-            names = sorted(q for q in queues if q in self._ready)
+            # Only where somebody waits (or is being handed a job, and then answers what is
+            # found): the others will ask when they look.
+            names = sorted(q for q in queues if q in self._ready or q in self._reserved)
             if not names:
                 continue
             try:

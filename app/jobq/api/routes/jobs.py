@@ -63,11 +63,10 @@ async def create_job(request: Request) -> Response:
     past the queue's soft thresholds for a share of enqueues, 429 too, with its own `code`
     and `retry_after_ms` (see the guide's rate limits).
 
-    A job claimable at once, enqueued while a long-poll of this service process waits for it
-    (its queue not paused, without `max_running` or `rate_limit`, the long-poll's `types`
-    taking it), is leased to that long-poll in the enqueue's own statement and commit (the
-    guide's "handed over in the enqueue"): the answer then shows it `running`, `attempt` 1,
-    with the long-poll's `worker_id` and `locked_until`."""
+    A job claimable at once, enqueued while a long-poll of this service process waits for it,
+    may be leased to that long-poll in the enqueue's own statement and commit (the guide's
+    "handed over in the enqueue" says when): the answer then shows it `running`, `attempt`
+    1, with the long-poll's `worker_id` and `locked_until`."""
     ctx, who = context_of(request), admitted(request)
     body = await CREATE.read(request)
     require_queues(who, (body.queue,))
