@@ -2,7 +2,7 @@
 a Markdown table with jobq's ratio to the best peer in each column.
 
     .venv/bin/python bench/peers.py [--jobs N] [--repeat R] [--systems jobq,graphile,pgqueuer]
-                                    [--scratch DIR] [--database-url URL] [--hog]
+                                    [--scratch DIR] [--database-url URL] [--hog] [--floors]
 
 The peers are installed from their registries on first use, into the scratch folder
 (default .jobq/peers in the checkout): ``graphile-worker`` with npm into DIR/graphile,
@@ -28,6 +28,20 @@ The columns:
   ``--pickup-seconds`` (the first second is a warm-up and not counted). Both times are read
   from CLOCK_MONOTONIC, which every process on the machine shares;
 - with ``--hog``, the pickup again while one ``python3 -c "while True: pass"`` runs.
+
+With ``--floors``, two more rows are measured in the same repetitions, each on its own, and
+printed in a second table with what they allow beside jobq and the best peer:
+
+- jobq's statements alone (drivers/sql_driver.py): what ``POST /v1/jobs`` and ``POST
+  /v1/jobs/batch`` run (``JobInsert``, ``JobEnqueueMany``) from one psycopg connection, one
+  call at a time, and the drain as the service runs it (``JobClaim`` of 100 and one
+  ``LeaseAckMany``) from four connections;
+- the SDK against a no-op HTTP service (drivers/noop_service.py): jobq's producer driver
+  against a bare ASGI function under uvicorn, with ``jobq serve``'s event loop and HTTP
+  protocol, answering with canned jobs: the HTTP hop alone, no database;
+- the ceiling: one call at a time a producer waits for the hop and then for the statement,
+  so ``1 / (1/statements + 1/hop)`` jobs/s is about the most an HTTP service running these
+  statements could do for it (the drain's: the statements alone).
 
 Each system as its users run it, with its own best settings (set in its driver):
 
@@ -86,6 +100,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = Path(__file__).resolve().parent / "drivers"
 SYSTEMS = ("jobq", "graphile", "pgqueuer")
 PEERS = ("graphile", "pgqueuer")
+# --floors: jobq's parts measured alone, in the same minutes (see format_floors).
+FLOORS = ("sql", "http")
 ROWS = (*PEERS, "jobq")  # the table's order: jobq last, above its ratios
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 BATCH = 100  # jobs per call of the bulk enqueue, and of the drain's backlog
@@ -123,6 +139,7 @@ class Options:
     hog: bool
     pickup_rate: float
     pickup_seconds: float
+    floors: bool = False
 
     @property
     def single_jobs(self) -> int:
@@ -131,6 +148,11 @@ class Options:
     @property
     def measurements(self) -> tuple[str, ...]:
         return MEASUREMENTS + ((HOG,) if self.hog else ())
+
+    @property
+    def measured(self) -> tuple[str, ...]:
+        """The systems, and with --floors the floors after them."""
+        return self.systems + (FLOORS if self.floors else ())
 
 
 def _systems(text: str) -> tuple[str, ...]:
@@ -178,9 +200,13 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--pickup-rate", type=_at_least(1.0, float), default=200.0, help="jobs/s")
     parser.add_argument("--pickup-seconds", type=_at_least(2.0, float), default=10.0,
                         help="the first second is a warm-up")
+    parser.add_argument("--floors", action="store_true",
+                        help="also measure jobq's statements alone (psycopg, no HTTP) and the SDK against a "
+                             "no-op HTTP service (no database), interleaved with the systems, and print what "
+                             "they allow beside the best peer")
     a = parser.parse_args(argv)
     return Options(a.jobs, a.repeat, a.systems, a.scratch, a.database_url, a.hog, a.pickup_rate,
-                   a.pickup_seconds)
+                   a.pickup_seconds, a.floors)
 
 
 # --- the plan and the figures -----------------------------------------------------------------
@@ -195,8 +221,10 @@ class Step:
 
 def plan(systems: Sequence[str], repeat: int, measurements: Sequence[str]) -> list[Step]:
     """Repetition by repetition, column by column, every system in turn (A B C A B C ...):
-    the systems of one column are measured minutes apart at most."""
-    return [Step(r, m, s) for r in range(repeat) for m in measurements for s in systems]
+    the systems of one column are measured minutes apart at most. A floor takes only the
+    columns it has (``System.measures``)."""
+    return [Step(r, m, s) for r in range(repeat) for m in measurements for s in systems
+            if m in ALL[s].measures]
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -296,6 +324,59 @@ def format_table(figures: dict[str, dict[str, Figure]], labels: dict[str, str],
             cells.append(f"{r.value:.2f}× ({_short(r.peer)})")
     if cells:
         out.append("| jobq ÷ best peer | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+FLOOR_COLUMNS = ("single", "bulk", "drain")
+
+
+def series(*rates: float) -> float:
+    """Jobs/s of steps taken one after another, each at its own rate: a producer that waits
+    for each call waits for the HTTP hop and the statement in turn."""
+    return 1 / sum(1 / r for r in rates) if all(r > 0 for r in rates) else 0.0
+
+
+def format_floors(figures: dict[str, dict[str, Figure]], labels: dict[str, str]) -> str:
+    """With --floors: jobq's statements alone and the SDK's HTTP hop alone, what the two allow
+    together (the ceiling of an HTTP service running those statements), beside jobq and the
+    best peer. Empty without both floors."""
+    if not all(k in figures for k in FLOORS):
+        return ""
+    sql, http = figures["sql"], figures["http"]
+
+    def rate(f: dict[str, Figure], m: str) -> float | None:
+        v = f.get(m)
+        return float(v) if v is not None and not isinstance(v, tuple) else None
+
+    def cell(v: float | None) -> str:
+        return "–" if v is None else f"{v:,.0f}"
+
+    def ratio(a: float | None, b: float | None) -> str:
+        return "–" if a is None or not b else f"{a / b:.2f}×"
+
+    ceiling: dict[str, float | None] = {}
+    for m in FLOOR_COLUMNS:
+        parts = [rate(sql, m)] + ([rate(http, m)] if m in ALL["http"].measures else [])
+        ceiling[m] = None if None in parts else series(*[p for p in parts if p is not None])
+    best: dict[str, tuple[float, str] | None] = {}
+    for m in FLOOR_COLUMNS:
+        found = [(r, k) for k in PEERS if k in figures and (r := rate(figures[k], m)) is not None]
+        best[m] = max(found) if found else None
+    out = ["| what | " + " | ".join(column_title(m, 0) for m in FLOOR_COLUMNS) + " |",
+           "|---" * (len(FLOOR_COLUMNS) + 1) + "|",
+           f"| {labels['sql']} (psycopg, no HTTP) | " + " | ".join(cell(rate(sql, m)) for m in FLOOR_COLUMNS) + " |",
+           f"| {labels['http']} (no database) | " + " | ".join(cell(rate(http, m)) for m in FLOOR_COLUMNS) + " |",
+           "| ceiling: the two one after the other (drain: the statements alone) | "
+           + " | ".join(cell(ceiling[m]) for m in FLOOR_COLUMNS) + " |"]
+    if "jobq" in figures:
+        out.append(f"| {labels['jobq']} | " + " | ".join(cell(rate(figures['jobq'], m)) for m in FLOOR_COLUMNS) + " |")
+        out.append("| jobq ÷ ceiling | " + " | ".join(ratio(rate(figures["jobq"], m), ceiling[m])
+                                                    for m in FLOOR_COLUMNS) + " |")
+    if any(best.values()):
+        out.append("| best peer | " + " | ".join(
+            "–" if best[m] is None else f"{best[m][0]:,.0f} ({_short(best[m][1])})" for m in FLOOR_COLUMNS) + " |")
+        out.append("| ceiling ÷ best peer | " + " | ".join(
+            ratio(ceiling[m], best[m][0] if best[m] else None) for m in FLOOR_COLUMNS) + " |")
     return "\n".join(out)
 
 
@@ -518,6 +599,7 @@ class Target:
 class System:
     key = ""
     name = ""
+    measures: tuple[str, ...] = (*MEASUREMENTS, HOG)
 
     def install(self, scratch: Path) -> None:
         """Bring the system's packages into the scratch folder, once."""
@@ -596,11 +678,11 @@ class Jobq(System):
                 os.unlink(output.name)
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], output: Path) -> None:
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], output: Path, what: str = "jobq serve") -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise BenchError(f"jobq serve exited with {proc.returncode}:\n{_tail(output)}")
+            raise BenchError(f"{what} exited with {proc.returncode}:\n{_tail(output)}")
         try:
             with urllib.request.urlopen(url + "/readyz", timeout=1) as answer:
                 if answer.status == 200:
@@ -608,7 +690,7 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], output: Path) -> None:
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.1)
-    raise BenchError(f"jobq serve was not ready after {READY_TIMEOUT_S:.0f} s:\n{_tail(output)}")
+    raise BenchError(f"{what} was not ready after {READY_TIMEOUT_S:.0f} s:\n{_tail(output)}")
 
 
 class Graphile(System):
@@ -694,7 +776,63 @@ class PgQueuer(System):
         yield Target(self._argv(url, scratch), dict(os.environ), busy)
 
 
-ALL: dict[str, System] = {s.key: s for s in (Jobq(), Graphile(), PgQueuer())}
+class JobqSql(System):
+    """A floor: jobq's own statements on psycopg, no HTTP (drivers/sql_driver.py)."""
+
+    key, name = "sql", "jobq's statements alone"
+    measures = ("single", "bulk", "drain")
+
+    def version(self, scratch: Path) -> str:
+        return Jobq().version(scratch)
+
+    def _argv(self, url: str) -> Callable[[str], list[str]]:
+        return lambda command: [sys.executable, str(DRIVERS / "sql_driver.py"), command, "--database-url", url]
+
+    def make_template(self, url: str, scratch: Path) -> None:
+        Jobq().make_template(url, scratch)
+        _run(self._argv(url)("install"), what="the queue of drivers/sql_driver.py")
+
+    @contextlib.contextmanager
+    def target(self, url: str, scratch: Path, dbs: Databases) -> Iterator[Target]:
+        # An ack moves its job to jobs_history: the table empties as the drain ends.
+        busy = dbs.has_rows(url, "SELECT 1 FROM jobs ORDER BY id LIMIT 1")
+        yield Target(self._argv(url), dict(os.environ), busy)
+
+
+class NoopHttp(System):
+    """A floor: the SDK's producer against a service that answers without doing anything
+    (drivers/noop_service.py): the HTTP hop alone, no database."""
+
+    key, name = "http", "the SDK against a no-op HTTP service"
+    measures = ("single", "bulk")
+
+    def version(self, scratch: Path) -> str:
+        return Jobq().version(scratch)
+
+    def make_template(self, url: str, scratch: Path) -> None:
+        """Nothing: it has no schema (its measurements' empty databases go unused)."""
+
+    @contextlib.contextmanager
+    def target(self, url: str, scratch: Path, dbs: Databases) -> Iterator[Target]:
+        port = _free_port()
+        service = f"http://127.0.0.1:{port}"
+        output = tempfile.NamedTemporaryFile(prefix="jobq-peers-noop-", suffix=".log", delete=False)
+        proc = subprocess.Popen([sys.executable, str(DRIVERS / "noop_service.py"), str(port)],
+                                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent)
+        try:
+            _wait_ready(service, proc, Path(output.name), "drivers/noop_service.py")
+            driver = [sys.executable, str(DRIVERS / "jobq_driver.py")]
+            yield Target(lambda command: [*driver, command, "--url", service], dict(os.environ), lambda: False,
+                         service_pid=proc.pid)
+        finally:
+            _stop(proc)
+            output.close()
+            with contextlib.suppress(OSError):
+                os.unlink(output.name)
+
+
+ALL: dict[str, System] = {s.key: s for s in (Jobq(), Graphile(), PgQueuer(), JobqSql(), NoopHttp())}
 
 
 # --- the measurements -------------------------------------------------------------------------
@@ -857,6 +995,8 @@ def machine() -> str:
 
 
 def _label(system: System, version: str) -> str:
+    if system.key in FLOORS:
+        return system.name
     return f"jobq {version} (SDK + Worker)" if system.key == "jobq" else f"{system.name} {version.split()[0]}"
 
 
@@ -865,14 +1005,15 @@ def _show(f: Figure) -> str:
 
 
 def run(opts: Options) -> str:
-    systems = [ALL[k] for k in opts.systems]
+    systems = [ALL[k] for k in opts.measured]
     dbs = Databases(opts.database_url)
     started = dt.datetime.now(dt.UTC)
     load = os.getloadavg()
     versions: dict[str, str] = {}
     facts = dbs.facts()  # and the database answers before anything is installed
     notes: list[str] = []
-    figures: dict[str, dict[str, list[Figure]]] = {s.key: {m: [] for m in opts.measurements} for s in systems}
+    figures: dict[str, dict[str, list[Figure]]] = {
+        s.key: {m: [] for m in opts.measurements if m in s.measures} for s in systems}
     try:
         for s in systems:
             s.install(opts.scratch)
@@ -880,7 +1021,7 @@ def run(opts: Options) -> str:
             log(f"{s.name} {versions[s.key]}")
         for s in systems:
             s.make_template(dbs.create(f"{s.key}_template"), opts.scratch)
-        steps = plan(opts.systems, opts.repeat, opts.measurements)
+        steps = plan(opts.measured, opts.repeat, opts.measurements)
         for i, step in enumerate(steps, 1):
             system = ALL[step.system]
             began = time.monotonic()
@@ -904,11 +1045,20 @@ def run(opts: Options) -> str:
             f"{os.getloadavg()[0]:.2f} at the end; medians of {opts.repeat} interleaved repetition"
             f"{'s' if opts.repeat != 1 else ''}, {opts.jobs:,} jobs ({opts.single_jobs:,} one a call), "
             f"{took.total_seconds() / 60:.1f} min in all.")
-    table = format_table(medians, labels, opts.measurements, opts.pickup_rate)
-    legend = ("" if len(systems) < 2 or "jobq" not in opts.systems else
+    table = format_table({k: v for k, v in medians.items() if k not in FLOORS}, labels, opts.measurements,
+                         opts.pickup_rate)
+    legend = ("" if len(opts.systems) < 2 or "jobq" not in opts.systems else
               "\njobq ÷ best peer: jobq's median over the best peer's (named); above 1 jobq is ahead in "
               "throughput, below 1 it is ahead in pickup.\n")
-    return head + "\n\n" + table + "\n" + legend + "".join(f"\n- {n}" for n in notes) + ("\n" if notes else "")
+    floors = format_floors(medians, labels)
+    if floors:
+        floors = ("\nWhat jobq's parts allow, measured in the same repetitions: its statements run by one "
+                  "psycopg connection (the drain: four), and the SDK's producer against a service that "
+                  "answers at once. One call at a time, a producer waits for the HTTP hop and then for the "
+                  "statement, so the two one after the other are about the most any HTTP service running "
+                  "these statements could do for it.\n\n" + floors + "\n")
+    return (head + "\n\n" + table + "\n" + legend + floors + "".join(f"\n- {n}" for n in notes)
+            + ("\n" if notes else ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,6 +39,7 @@ def test_defaults_measure_all_three_with_the_issues_settings() -> None:
     assert opts.scratch == ROOT / ".jobq" / "peers"
     assert opts.pickup_rate == 200 and not opts.hog
     assert opts.measurements == ("single", "bulk", "drain", "pickup")
+    assert not opts.floors and opts.measured == opts.systems
 
 
 def test_arguments_are_read_and_checked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,6 +48,7 @@ def test_arguments_are_read_and_checked(capsys: pytest.CaptureFixture[str]) -> N
     assert opts.systems == ("pgqueuer", "jobq")
     assert (opts.jobs, opts.repeat, opts.single_jobs, opts.scratch) == (2000, 1, 200, Path("/tmp/x"))
     assert opts.measurements[-1] == "pickup_hog"
+    assert peers.parse_args(["--systems", "jobq", "--floors"]).measured == ("jobq", "sql", "http")
     for wrong, says in [
         (["--systems", "jobq,celery"], "choose among jobq,graphile,pgqueuer"),
         (["--systems", "jobq,jobq"], "each system once"),
@@ -67,6 +69,15 @@ def test_each_repetition_takes_every_column_for_every_system_in_turn() -> None:
         (0, "drain", "j"), (0, "drain", "g"), (0, "drain", "p"),
         (1, "single", "j"), (1, "single", "g"), (1, "single", "p"),
         (1, "drain", "j"), (1, "drain", "g"), (1, "drain", "p"),
+    ]
+
+
+def test_a_floor_takes_only_the_columns_it_has() -> None:
+    steps = peers.plan(("jobq", "sql", "http"), 1, ("single", "drain", "pickup"))
+    assert [(s.measurement, s.system) for s in steps] == [
+        ("single", "jobq"), ("single", "sql"), ("single", "http"),
+        ("drain", "jobq"), ("drain", "sql"),
+        ("pickup", "jobq"),
     ]
 
 
@@ -116,6 +127,30 @@ def test_jobq_alone_has_no_ratios_and_nothing_in_bold() -> None:
     assert "best peer" not in peers.format_table(peers_only, LABELS, peers.MEASUREMENTS, 200)
 
 
+def test_the_floors_show_what_the_statements_and_the_http_hop_allow_one_after_the_other() -> None:
+    figures = {**ISSUE, "sql": {"single": 2_000.0, "bulk": 36_000.0, "drain": 30_000.0},
+               "http": {"single": 3_000.0, "bulk": 90_000.0}}
+    labels = {**LABELS, "sql": "jobq's statements alone", "http": "the SDK against a no-op HTTP service"}
+    # One call at a time: 1 / (1/2,000 + 1/3,000) = 1,200 jobs/s; 1 / (1/36,000 + 1/90,000) = 25,714.
+    assert peers.series(2_000.0, 3_000.0) == pytest.approx(1_200.0)
+    assert peers.series(5.0, 0.0) == 0.0
+    assert peers.format_floors(figures, labels).splitlines() == [
+        "| what | 1/call enqueue jobs/s | bulk enqueue jobs/s (100 a call) | drain jobs/s |",
+        "|---|---|---|---|",
+        "| jobq's statements alone (psycopg, no HTTP) | 2,000 | 36,000 | 30,000 |",
+        "| the SDK against a no-op HTTP service (no database) | 3,000 | 90,000 | – |",
+        "| ceiling: the two one after the other (drain: the statements alone) | 1,200 | 25,714 | 30,000 |",
+        "| jobq 0.3.0 (SDK + Worker) | 569 | 10,031 | 8,856 |",
+        "| jobq ÷ ceiling | 0.47× | 0.39× | 0.30× |",
+        "| best peer | 1,594 (PgQueuer) | 29,677 (PgQueuer) | 18,513 (Graphile) |",
+        "| ceiling ÷ best peer | 0.75× | 0.87× | 1.62× |",
+    ]
+    # Without both floors there is nothing to show; without peers, no peer rows.
+    assert peers.format_floors(ISSUE, LABELS) == ""
+    alone = peers.format_floors({k: figures[k] for k in ("jobq", "sql", "http")}, labels)
+    assert "best peer" not in alone and "| jobq ÷ ceiling | 0.47× | 0.39× | 0.30× |" in alone
+
+
 def test_sub_millisecond_pickups_keep_two_decimals() -> None:
     figures = {"jobq": {**ISSUE["jobq"], "pickup": (0.456, 1.0)}}
     assert "| 0.46 / 1.0 |" in peers.format_table(figures, LABELS, peers.MEASUREMENTS, 200)
@@ -145,7 +180,7 @@ def test_jobq_alone_runs_to_a_table_without_installing_anything(admin_url: str, 
     before = _peers_databases(admin_url)
     scratch = tmp_path / "scratch"
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--systems", "jobq", "--jobs", "300", "--repeat", "1",
+        [sys.executable, str(SCRIPT), "--systems", "jobq", "--floors", "--jobs", "300", "--repeat", "1",
          "--database-url", admin_url, "--scratch", str(scratch)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
@@ -164,5 +199,17 @@ def test_jobq_alone_runs_to_a_table_without_installing_anything(admin_url: str, 
                       r"calls: .*claim (\d+\.\d)", out.stderr)
     assert costs is not None, out.stderr
     assert float(costs[1]) > 0 and float(costs[2]) > 0 and float(costs[3]) > 0, costs[0]
+    # The floors, each a figure of its own: the statements alone, the HTTP hop alone.
+    floors = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")[1:]]
+              for line in lines if line.startswith("| ") and "(" in line.split("|")[1]}
+    statements = floors["jobq's statements alone (psycopg, no HTTP)"]
+    hop = floors["the SDK against a no-op HTTP service (no database)"]
+    assert all(int(c.replace(",", "")) > 0 for c in statements), statements
+    assert all(int(c.replace(",", "")) > 0 for c in hop[:2]) and hop[2] == "–", hop
+    assert any(line.startswith("| jobq ÷ ceiling | ") for line in lines), out.stdout
+    for step in ("single, jobq's statements alone", "drain, jobq's statements alone",
+                 "bulk, the SDK against a no-op HTTP service"):
+        assert f"repetition 1, {step}:" in out.stderr
+    assert "drain, the SDK against" not in out.stderr
     assert not scratch.exists()  # jobq alone needs no registry
     assert _peers_databases(admin_url) <= before  # every measurement's database is dropped

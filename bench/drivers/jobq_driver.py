@@ -20,7 +20,6 @@ import itertools
 import resource
 import sys
 import threading
-import time
 from typing import Any
 
 from protocol import Enqueues, arguments, emit, now_us
@@ -43,15 +42,7 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
                 client.enqueue_many([NewJob(type=JOB_TYPE, payload={"k": first + i}, queue=QUEUE)
                                      for i in range(size)])
 
-        calls = Enqueues(args)
-        for first, size in calls.warmups():
-            send(first, size)
-        for first, size, wait_s in calls.timed():
-            if wait_s:
-                time.sleep(wait_s)
-            send(first, size)
-            calls.returned(first)
-        return calls.report()
+        return Enqueues(args).run(send)
 
 
 # The Worker's calls to the service, counted by method name: requests per job, which a busy

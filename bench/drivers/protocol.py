@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
@@ -64,6 +64,18 @@ class Enqueues:
     def returned(self, first: int) -> None:
         if self.rate:
             self.sent.append((first, now_us()))
+
+    def run(self, send: Callable[[int, int], None]) -> dict[str, Any]:
+        """The whole enqueue for a blocking ``send(first key, jobs in the call)``: warm-up,
+        timed calls, paced when asked; what the driver prints."""
+        for first, size in self.warmups():
+            send(first, size)
+        for first, size, wait_s in self.timed():
+            if wait_s:
+                time.sleep(wait_s)
+            send(first, size)
+            self.returned(first)
+        return self.report()
 
     def report(self) -> dict[str, Any]:
         out: dict[str, Any] = {"jobs": self.jobs, "seconds": (now_us() - self.start_us) / 1e6}
