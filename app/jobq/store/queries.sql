@@ -31,7 +31,7 @@ WITH q AS (
 ),
 -- Materialized (nextval is volatile): the key and the job get the same id.
 new AS (
-    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, q.*,
+    SELECT nextval((SELECT pg_get_serial_sequence('jobs', 'id')::regclass)) AS id, q.*,
            CASE WHEN %(lease_worker)s::text IS NULL THEN false
                 ELSE q.visible_at <= now() AND NOT q.paused
                      AND (%(lease_token_id)s::text IS NULL
@@ -73,7 +73,9 @@ RETURNING *, CASE WHEN status = 'running' THEN payload::text END AS leased_paylo
 -- name: JobInsertMany
 -- Enqueue a batch in request order; ids are drawn first so each input row maps to its job.
 WITH src AS MATERIALIZED (
-    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, s.*,
+    -- The sequence is found once per statement (the subquery is an InitPlan), not per row:
+    -- pg_get_serial_sequence reads the catalogs, ~3.5 us of a batch job's ~19.5 us.
+    SELECT nextval((SELECT pg_get_serial_sequence('jobs', 'id')::regclass)) AS id, s.*,
            coalesce(s.run_at, now() + make_interval(secs => coalesce(s.delay_ms, 0) / 1000.0))
                AS visible_at
       FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb)
@@ -124,7 +126,9 @@ SELECT src.ord AS _ord, NOT EXISTS (SELECT 1 FROM q WHERE q.name = src.queue) AS
 -- The depth check counts the committed waiting jobs plus this batch's, as JobInsertMany's
 -- caller does after its insert (QueueDepths).
 WITH src AS MATERIALIZED (
-    SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, s.*,
+    -- The sequence is found once per statement (the subquery is an InitPlan), not per row:
+    -- pg_get_serial_sequence reads the catalogs, ~3.5 us of a batch job's ~19.5 us.
+    SELECT nextval((SELECT pg_get_serial_sequence('jobs', 'id')::regclass)) AS id, s.*,
            coalesce(s.run_at, now() + make_interval(secs => coalesce(s.delay_ms, 0) / 1000.0))
                AS visible_at
       FROM ROWS FROM (jsonb_to_recordset(%(jobs)s::jsonb)
