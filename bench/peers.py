@@ -62,7 +62,8 @@ Every driver speaks one protocol, so this file treats them alike:
 - ``work [--record]`` sets its consumer up, prints ``ready``, starts on a line ``go`` on its
   standard input, stops gracefully when its standard input closes, and prints
   ``{"handled": N}``, with ``"starts": [[key, microseconds], ...]`` when recording;
-- ``install`` (the peers) creates the system's schema.
+- ``install`` sets the system up in its template database: the peers create their schema,
+  the SQL floor its queue (``jobq migrate`` made its schema).
 
 Standard library and the repository's virtual environment only (psycopg for the peers'
 databases, ``jobq.client`` to watch jobq's queue); nothing private of jobq is imported.

@@ -8,12 +8,14 @@ import importlib.util
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from types import ModuleType
 
 import psycopg
 import pytest
 
+from tests import pg
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "bench" / "peers.py"
@@ -213,3 +215,32 @@ def test_jobq_alone_runs_to_a_table_without_installing_anything(admin_url: str, 
     assert "drain, the SDK against" not in out.stderr
     assert not scratch.exists()  # jobq alone needs no registry
     assert _peers_databases(admin_url) <= before  # every measurement's database is dropped
+
+
+def test_the_sql_floors_drain_ends_at_once_when_a_statement_fails(admin_url: str) -> None:
+    # An empty database holds no jobs table: the first claim fails. The driver must exit
+    # (bench/peers.py then reports its error) rather than leave the other threads draining
+    # and bench/peers.py waiting for a backlog that never empties.
+    name = f"jobq_floor_empty_{uuid.uuid4().hex[:12]}"
+    pg.admin_execute(admin_url, f'CREATE DATABASE "{name}"')
+    try:
+        _drain_fails(pg.with_database(admin_url, name))
+    finally:
+        pg.drop(admin_url, name)
+
+
+def _drain_fails(url: str) -> None:
+    driver = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "drivers" / "sql_driver.py"), "work", "--database-url", url],
+        cwd=ROOT / "bench" / "drivers", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        assert driver.stdout is not None and driver.stdout.readline() == "ready\n"
+        assert driver.stdin is not None
+        driver.stdin.write("go\n")
+        driver.stdin.flush()
+        assert driver.wait(timeout=30) == 1  # stdin still open: only the failure ends it
+        assert driver.stderr is not None and "UndefinedTable" in driver.stderr.read()
+    finally:
+        driver.kill()
+        driver.wait()

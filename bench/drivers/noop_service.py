@@ -53,7 +53,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     elif scope["method"] == "POST" and scope["path"] == "/v1/jobs/batch":
         n = len(orjson.loads(body)["jobs"])
         status, answer = 201, b'{"jobs":[' + b",".join([JOB] * n) + b"]}"
-    await send({"type": "http.response.start", "status": status, "headers": JSON})
+    # Content-Length, as jobq serve's answers have (without it uvicorn would chunk the body).
+    headers = [*JSON, (b"content-length", str(len(answer)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": answer})
 
 

@@ -15,12 +15,14 @@ It imports jobq's statements (``jobq.store.queries``), not its service.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
+import orjson
 import psycopg
 from protocol import Enqueues, arguments, emit
 from psycopg.rows import dict_row
@@ -36,8 +38,14 @@ LEASE_MS = 30_000
 
 
 def _job(key: int) -> dict[str, Any]:
+    """JobInsert's parameters for one job."""
     return {"queue": QUEUE, "type": JOB_TYPE, "payload": {"k": key}, "priority": 0, "max_attempts": None,
             "idempotency_key": None, "run_at": None, "delay_ms": 0}
+
+
+def _batch_row(key: int) -> dict[str, Any]:
+    """One job of JobEnqueueMany's list as the service writes it: what is None left out."""
+    return {"queue": QUEUE, "type": JOB_TYPE, "payload": {"k": key}, "priority": 0}
 
 
 def install(args: argparse.Namespace) -> dict[str, Any]:
@@ -53,9 +61,10 @@ def enqueue(args: argparse.Namespace) -> dict[str, Any]:
         def send(first: int, size: int) -> None:
             if size == 1:
                 job = _job(first)
-                conn.execute(Q.JobInsert, {**job, **NOT_LEASED, "payload": json.dumps(job["payload"])}).fetchall()
+                payload = orjson.dumps(job["payload"]).decode()
+                conn.execute(Q.JobInsert, {**job, **NOT_LEASED, "payload": payload}).fetchall()
             else:
-                jobs = json.dumps([_job(first + i) for i in range(size)])
+                jobs = orjson.dumps([_batch_row(first + i) for i in range(size)]).decode()
                 if len(conn.execute(Q.JobEnqueueMany, {"jobs": jobs}).fetchall()) != size:
                     raise SystemExit("JobEnqueueMany declined the batch")
 
@@ -71,6 +80,16 @@ def work(args: argparse.Namespace) -> dict[str, Any]:
              "token_id": None}
 
     def drain(i: int) -> None:
+        try:
+            drain_on(i)
+        except BaseException:
+            # A thread's error would leave the others draining and bench/peers.py waiting for a
+            # backlog that never empties: the process ends, and bench/peers.py says so at once.
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+
+    def drain_on(i: int) -> None:
         conn = conns[i]
         while not stop.is_set():
             rows = conn.execute(Q.JobClaim, claim).fetchall()
@@ -78,7 +97,7 @@ def work(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(0.001)
                 continue
             acks = [{"job_id": r["id"], "token": r["lease_token"], "result": None} for r in rows]
-            conn.execute(Q.LeaseAckMany, {"acks": json.dumps(acks), "scope": None})
+            conn.execute(Q.LeaseAckMany, {"acks": orjson.dumps(acks).decode(), "scope": None})
             handled[i] += len(rows)
 
     print("ready", flush=True)
