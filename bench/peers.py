@@ -358,7 +358,8 @@ def format_floors(figures: dict[str, dict[str, Figure]], labels: dict[str, str])
     ceiling: dict[str, float | None] = {}
     for m in FLOOR_COLUMNS:
         parts = [rate(sql, m)] + ([rate(http, m)] if m in ALL["http"].measures else [])
-        ceiling[m] = None if None in parts else series(*[p for p in parts if p is not None])
+        known = [p for p in parts if p is not None]
+        ceiling[m] = series(*known) if len(known) == len(parts) else None
     best: dict[str, tuple[float, str] | None] = {}
     for m in FLOOR_COLUMNS:
         found = [(r, k) for k in PEERS if k in figures and (r := rate(figures[k], m)) is not None]
@@ -649,37 +650,47 @@ class Jobq(System):
     def target(self, url: str, scratch: Path, dbs: Databases) -> Iterator[Target]:
         from jobq.client import Client, NotFound
 
-        port = _free_port()
-        service = f"http://127.0.0.1:{port}"
-        output = tempfile.NamedTemporaryFile(prefix="jobq-peers-serve-", suffix=".log", delete=False)
         env = {**os.environ, "JOBQ_DATABASE_URL": url, "JOBQ_LOG_LEVEL": "WARNING", "JOBQ_HOST": "127.0.0.1"}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jobq.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent)
-        try:
-            _wait_ready(service, proc, Path(output.name))
-            with Client(service) as client:
-                def busy() -> bool:
-                    try:
-                        counts = client.queue(self.queue).counts
-                    except NotFound:
-                        return False
-                    return counts.pending + counts.running > 0
+        serve = [sys.executable, "-m", "jobq.cli", "serve", "--host", "127.0.0.1", "--port"]
+        with _service(serve, env, "jobq serve") as (service, pid), Client(service) as client:
+            def busy() -> bool:
+                try:
+                    counts = client.queue(self.queue).counts
+                except NotFound:
+                    return False
+                return counts.pending + counts.running > 0
 
-                driver = [sys.executable, str(DRIVERS / "jobq_driver.py")]
-                yield Target(lambda command: [*driver, command, "--url", service], dict(os.environ), busy,
-                             worker_processes=2, service_pid=proc.pid)
-            if proc.poll() is not None:
-                raise BenchError(f"jobq serve exited with {proc.returncode}:\n{_tail(Path(output.name))}")
-        finally:
-            _stop(proc)
-            output.close()
-            with contextlib.suppress(OSError):
-                os.unlink(output.name)
+            yield Target(_jobq_driver(service), dict(os.environ), busy, worker_processes=2, service_pid=pid)
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], output: Path, what: str = "jobq serve") -> None:
+def _jobq_driver(service: str) -> Callable[[str], list[str]]:
+    driver = [sys.executable, str(DRIVERS / "jobq_driver.py")]
+    return lambda command: [*driver, command, "--url", service]
+
+
+@contextlib.contextmanager
+def _service(argv: list[str], env: dict[str, str], what: str) -> Iterator[tuple[str, int]]:
+    """A service on a free loopback port (``argv`` ends where the port goes), ready: its URL
+    and process id. Its output goes to a file, shown when it fails; one that exits during the
+    measurement fails it."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    output = tempfile.NamedTemporaryFile(prefix="jobq-peers-service-", suffix=".log", delete=False)
+    proc = subprocess.Popen([*argv, str(port)], env=env, stdin=subprocess.DEVNULL, stdout=output,
+                            stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+    try:
+        _wait_ready(url, proc, Path(output.name), what)
+        yield url, proc.pid
+        if proc.poll() is not None:
+            raise BenchError(f"{what} exited with {proc.returncode}:\n{_tail(Path(output.name))}")
+    finally:
+        _stop(proc)
+        output.close()
+        with contextlib.suppress(OSError):
+            os.unlink(output.name)
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], output: Path, what: str) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -815,22 +826,9 @@ class NoopHttp(System):
 
     @contextlib.contextmanager
     def target(self, url: str, scratch: Path, dbs: Databases) -> Iterator[Target]:
-        port = _free_port()
-        service = f"http://127.0.0.1:{port}"
-        output = tempfile.NamedTemporaryFile(prefix="jobq-peers-noop-", suffix=".log", delete=False)
-        proc = subprocess.Popen([sys.executable, str(DRIVERS / "noop_service.py"), str(port)],
-                                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                preexec_fn=_die_with_parent)
-        try:
-            _wait_ready(service, proc, Path(output.name), "drivers/noop_service.py")
-            driver = [sys.executable, str(DRIVERS / "jobq_driver.py")]
-            yield Target(lambda command: [*driver, command, "--url", service], dict(os.environ), lambda: False,
-                         service_pid=proc.pid)
-        finally:
-            _stop(proc)
-            output.close()
-            with contextlib.suppress(OSError):
-                os.unlink(output.name)
+        noop = [sys.executable, str(DRIVERS / "noop_service.py")]
+        with _service(noop, dict(os.environ), "drivers/noop_service.py") as (service, pid):
+            yield Target(_jobq_driver(service), dict(os.environ), lambda: False, service_pid=pid)
 
 
 ALL: dict[str, System] = {s.key: s for s in (Jobq(), Graphile(), PgQueuer(), JobqSql(), NoopHttp())}
