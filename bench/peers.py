@@ -565,7 +565,17 @@ class Databases:
             time.sleep(0.5 * attempt)
 
     def facts(self) -> str:
-        with self._psycopg.connect(self.admin_url, autocommit=True, connect_timeout=10) as conn:
+        """The server's version and durability settings; the first thing asked of it, so a
+        server that is not there is said in one line."""
+        try:
+            conn = self._psycopg.connect(self.admin_url, autocommit=True, connect_timeout=10)
+        except self._psycopg.OperationalError as exc:
+            parts = urlsplit(self.admin_url)
+            where = f"{parts.hostname or 'localhost'}:{parts.port or 5432}"
+            said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise BenchError(f"cannot reach PostgreSQL at {where} ({said}); start it, or name a role that "
+                             "may create databases with --database-url") from None
+        with conn:
             values = {}
             for setting in ("server_version", "fsync", "synchronous_commit", "autovacuum"):
                 row = conn.execute(f"SHOW {setting}").fetchone()

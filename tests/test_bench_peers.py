@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import socket
 import subprocess
 import sys
 import uuid
@@ -244,3 +245,15 @@ def _drain_fails(url: str) -> None:
     finally:
         driver.kill()
         driver.wait()
+
+
+def test_an_unreachable_database_is_said_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = peers.main(["--systems", "jobq", "--repeat", "1", "--jobs", "100",
+                       "--database-url", f"postgresql://postgres@127.0.0.1:{port}/postgres"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"cannot reach PostgreSQL at 127.0.0.1:{port}" in err and "--database-url" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
